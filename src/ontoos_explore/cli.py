@@ -1,0 +1,235 @@
+"""CLI surface: `ontoos` -> the Python API, answers as JSON envelopes or tables.
+
+Exit codes: 0 ok, 2 rejected (the caller's input), 1 anything else. Bad input
+never prints a traceback; set ONTOOS_DEBUG=1 to see one for internal errors.
+Heavy imports happen after the arguments are parsed, so `--help` is fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+EXIT_OK, EXIT_INTERNAL, EXIT_REJECTED = 0, 1, 2
+
+
+class UsageError(Exception):
+    """A command line that cannot be read; rendered as an INVALID_REQUEST envelope."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def default_contract() -> Path:
+    from importlib import resources
+
+    return Path(str(resources.files("ontoos_explore").joinpath("data/demo.yaml")))
+
+
+def _contract_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--contract", metavar="PATH", help="contract YAML (default: $ONTOOS_CONTRACT, else the demo contract)")
+
+
+def _role_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--role", help="contract role to act as (default: $ONTOOS_ROLE)")
+
+
+def _format_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=("json", "table"), help="output format (default: table on a terminal, else json)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="ontoos", description="Guarded exploration of a governed lakehouse.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    c = sub.add_parser("compile", help="compile an exploration to SQL without running it",
+                       description="Compile an exploration (text, JSON or flag form) to PostgreSQL SQL with $n parameters.")
+    _contract_arg(c)
+    _role_arg(c)
+    src = c.add_mutually_exclusive_group()
+    src.add_argument("-q", "--query", metavar="TEXT", help="the exploration in text form")
+    src.add_argument("-f", "--file", metavar="FILE", help="a file (or - for stdin) holding the text form or a JSON object")
+    src.add_argument("--json", metavar="JSON", help="the exploration in JSON form")
+    src.add_argument("--dataset", help="flag form: the dataset to explore")
+    c.add_argument("--fields", action="append", default=[], metavar="F[,F...]", help="flag form: fields (repeatable)")
+    c.add_argument("--filter", action="append", default=[], metavar="PRED", help="flag form: a filter, k=v or a predicate (repeatable, ANDed)")
+    c.add_argument("--relation", action="append", default=[], metavar="R", help="flag form: a relation to follow (repeatable)")
+    c.add_argument("--group-by", action="append", default=[], metavar="REF", help="flag form: group by (repeatable)")
+    c.add_argument("--order-by", action="append", default=[], metavar="KEY", help="flag form: order key, -key for descending (repeatable)")
+    c.add_argument("--limit", type=int, help="flag form: the most rows to return")
+
+    k = sub.add_parser("catalog", help="list what a role may read",
+                       description="List the datasets a role may read, or describe one of them.")
+    _contract_arg(k)
+    _role_arg(k)
+    _format_arg(k)
+    k.add_argument("dataset", nargs="?", help="describe this dataset")
+
+    d = sub.add_parser("demo", help="compile the example explorations against the demo contract",
+                       description="Show the language at work: example explorations, their SQL, and refusals.")
+    _contract_arg(d)
+    d.add_argument("--role", default="analyst", help="role to act as (default: analyst)")
+    return parser
+
+
+# ---------------------------------------------------------------- output
+
+
+def _emit(obj: Any) -> None:
+    indent = 2 if sys.stdout.isatty() else None
+    sys.stdout.write(json.dumps(obj, indent=indent, ensure_ascii=False, default=str) + "\n")
+
+
+def _envelope_for_usage(message: str) -> dict[str, Any]:
+    from .errors import Codes, InputError
+
+    return InputError(Codes.INVALID_REQUEST, message, hint="ontoos COMMAND --help lists the options").to_envelope()
+
+
+def _table(rows: list[list[Any]], headers: list[str]) -> str:
+    cells = [headers] + [["" if v is None else str(v) for v in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- commands
+
+
+def _load(args) -> Any:
+    from .contract import load_contract
+
+    path = args.contract or os.environ.get("ONTOOS_CONTRACT") or default_contract()
+    return load_contract(path)
+
+
+def _role(args) -> str:
+    role = args.role or os.environ.get("ONTOOS_ROLE")
+    if not role:
+        raise UsageError("--role is required (or set ONTOOS_ROLE)")
+    return role
+
+
+def _read_source(args) -> Any:
+    from .grammar.forms import from_flags, loads_strict
+
+    if args.query is not None:
+        return args.query
+    if args.json is not None:
+        return loads_strict(args.json)
+    if args.file is not None:
+        if args.file == "-":
+            text = sys.stdin.read()
+        else:
+            try:
+                text = Path(args.file).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                raise UsageError(f"cannot read {args.file}: {getattr(e, 'strerror', None) or e}")
+        return loads_strict(text) if text.lstrip().startswith("{") else text
+    if args.dataset is not None:
+        return from_flags(args.dataset, args.fields, args.filter, args.relation, args.group_by, args.order_by, args.limit)
+    raise UsageError("give the exploration with -q TEXT, -f FILE, --json JSON, or --dataset and --fields")
+
+
+def cmd_compile(args) -> int:
+    from .pipeline import compile_exploration
+
+    contract = _load(args)
+    role = _role(args)
+    compiled = compile_exploration(_read_source(args), contract, role)
+    _emit(compiled.to_json())
+    return EXIT_OK
+
+
+def cmd_catalog(args) -> int:
+    from .catalog import describe_dataset, list_datasets
+
+    contract = _load(args)
+    role = _role(args)
+    fmt = args.format or ("table" if sys.stdout.isatty() else "json")
+    if args.dataset:
+        info = describe_dataset(contract, role, args.dataset)
+        if fmt == "json":
+            _emit({"ok": True, "data": info, "meta": {"contract_hash": contract.hash}})
+            return EXIT_OK
+        print(f"{info['name']}: {info['description']}")
+        flags = [f"max_rows {info['max_rows']}"] + (["heavy: needs a filter"] if info["heavy"] else [])
+        print(", ".join(flags) + "\n")
+        print(_table([[c["name"], c["type"], c.get("description", ""), ", ".join(c.get("values", []))]
+                      for c in info["columns"]], ["column", "type", "description", "values"]))
+        if info["relations"]:
+            print()
+            print(_table([[r["name"], r["to"], r["cardinality"], r.get("note", "")] for r in info["relations"]],
+                         ["relation", "to", "cardinality", "note"]))
+        return EXIT_OK
+    info = list_datasets(contract, role)
+    if fmt == "json":
+        _emit({"ok": True, "data": info, "meta": {"contract_hash": contract.hash}})
+        return EXIT_OK
+    print(_table([[d["name"], "yes" if d["heavy"] else "", d["max_rows"], d["description"]] for d in info["datasets"]],
+                 ["dataset", "heavy", "max_rows", "description"]))
+    return EXIT_OK
+
+
+def cmd_demo(args) -> int:
+    from .demo import run_demo
+
+    return run_demo(_load(args), args.role)
+
+
+COMMANDS = {"compile": cmd_compile, "catalog": cmd_catalog, "demo": cmd_demo}
+
+
+VALUE_FLAGS = ("--order-by", "--filter", "--fields", "--group-by")
+
+
+def _attach_values(argv: list[str]) -> list[str]:
+    """`--order-by -replicas` reads as an option to argparse; glue such values on."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] in VALUE_FLAGS and i + 1 < len(argv) and argv[i + 1].startswith("-"):
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(_attach_values(list(sys.argv[1:] if argv is None else argv)))
+        if args.command is None:
+            parser.print_help()
+            return EXIT_REJECTED
+        return COMMANDS[args.command](args)
+    except UsageError as e:
+        _emit(_envelope_for_usage(str(e)))
+        return EXIT_REJECTED
+    except Exception as e:  # the border: translate, never print a traceback
+        from .errors import ContractError, ExploreError, InternalError
+
+        if isinstance(e, ContractError):
+            _emit(e.to_envelope())
+            return EXIT_INTERNAL
+        if isinstance(e, ExploreError):
+            meta = {}
+            _emit(e.to_envelope(**meta))
+            return EXIT_REJECTED if e.type != "internal" else EXIT_INTERNAL
+        if os.environ.get("ONTOOS_DEBUG"):
+            raise
+        _emit(InternalError(reason=type(e).__name__).to_envelope())
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

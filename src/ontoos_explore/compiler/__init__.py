@@ -1,0 +1,81 @@
+"""Compile stage: BoundExploration -> CompiledQuery (SQL text, `$n` params, fingerprint).
+
+The compiler applies no policy: it reads only the bound plan.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from ..policy.bound import BoundExploration, Budget
+from ..types import Value
+from . import fingerprint as fp
+from .sqlgen import generate
+
+
+@dataclass(frozen=True, slots=True)
+class ParamSlot:
+    """What `$n` stands for: the column it is compared with, its type, and whether
+    the caller wrote it (False: a contract always-filter value)."""
+
+    column: str
+    type: str
+    caller: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledQuery:
+    sql: str  # exactly the text the guard checks and the executor runs
+    params: tuple[Value, ...]  # $1..$n, in order
+    slots: tuple[ParamSlot, ...]
+    fingerprint: str
+    shape: str  # the exploration with literals removed (what the fingerprint hashes)
+    normalized: str  # the exploration in canonical text form, literals included
+    columns: tuple[str, ...]  # output column names, in the order asked
+    limit: int  # rows returned at most; the SQL fetches one more
+    notes: tuple[str, ...]
+    budget: Budget
+    reads: frozenset[tuple[str, str]] = field(default_factory=frozenset)
+    contract_hash: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The `ontoos compile` answer."""
+        return {
+            "ok": True,
+            "sql": self.sql,
+            "params": [json_value(p) for p in self.params],
+            "fingerprint": self.fingerprint,
+            "notes": list(self.notes),
+            "contract_hash": self.contract_hash,
+            "columns": list(self.columns),
+            "limit": self.limit,
+        }
+
+
+def json_value(v: Value) -> Any:
+    """A parameter as JSON: dates and times ISO 8601, decimals as strings (exact)."""
+    if isinstance(v, (dt.date, dt.datetime)):
+        return v.isoformat()
+    if isinstance(v, Decimal):
+        return format(v, "f")
+    return v
+
+
+def compile_plan(plan: BoundExploration) -> CompiledQuery:
+    sql, em = generate(plan)
+    return CompiledQuery(
+        sql=sql,
+        params=tuple(p.value for p in em.params),
+        slots=tuple(ParamSlot(*s) for s in em.slots),
+        fingerprint=fp.fingerprint(plan),
+        shape=fp.shape(plan),
+        normalized=fp.normalized(plan),
+        columns=plan.columns,
+        limit=plan.limit,
+        notes=plan.notes,
+        budget=plan.budget,
+        reads=plan.reads,
+    )

@@ -1,0 +1,187 @@
+"""Errors, every stage: one hierarchy, one registry of stable codes, one envelope.
+
+Each refusal is an `ExploreError` carrying an `ErrorCode` row (code, type,
+subtype), a message and an actionable hint. `to_envelope()` is the only place
+the caller-visible shape is built; every surface calls it.
+
+The internal `reason` (e.g. SECRET_COLUMN_DENIED) is kept on the exception for
+the audit trail and is never part of the envelope, so a secret column and a
+column that does not exist get byte-identical answers.
+
+Codes are stable and never reused. A retired code stays below as a comment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# type: the caller-visible category of an error.
+VALIDATION = "validation"
+AUTH = "auth"
+POLICY = "policy"
+NETWORK = "network"
+INTERNAL = "internal"
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorCode:
+    code: str
+    type: str
+    subtype: str
+    title: str
+
+
+def _c(code: str, type_: str, subtype: str, title: str) -> ErrorCode:
+    return ErrorCode(code, type_, subtype, title)
+
+
+class Codes:
+    """The registry. Ranges: EX1xx input, EX2xx names, EX3xx meaning and types,
+    EX4xx budgets, EX5xx auth, EX6xx upstream, EX9xx internal."""
+
+    # EX1xx: the input could not be read
+    SYNTAX_ERROR = _c("EX101", VALIDATION, "SYNTAX_ERROR", "the text form does not parse")
+    INVALID_REQUEST = _c("EX102", VALIDATION, "INVALID_REQUEST", "the JSON or flag form is malformed")
+    INVALID_NAME = _c("EX103", VALIDATION, "SYNTAX_ERROR", "a name is not an identifier")
+
+    # EX2xx: a name does not resolve (or is not readable: same answer)
+    UNKNOWN_FIELD = _c("EX201", VALIDATION, "UNKNOWN_FIELD", "not a readable column")
+    UNKNOWN_DATASET = _c("EX202", VALIDATION, "UNKNOWN_DATASET", "not a readable dataset")
+    UNKNOWN_RELATION = _c("EX203", VALIDATION, "UNKNOWN_RELATION", "not a relation from the datasets in scope")
+    RELATION_NOT_FOLLOWED = _c("EX204", VALIDATION, "UNKNOWN_RELATION", "a column names a relation not followed")
+    DUPLICATE_RELATION = _c("EX205", VALIDATION, "UNSUPPORTED_QUERY", "a relation is followed twice")
+    UNKNOWN_ORDER_KEY = _c("EX206", VALIDATION, "UNKNOWN_FIELD", "order by names neither an alias nor a readable column")
+
+    # EX3xx: the exploration is well-formed but means something unsupported
+    TYPE_MISMATCH = _c("EX301", VALIDATION, "TYPE_MISMATCH", "a literal does not fit its column's type")
+    OPERATOR_TYPE = _c("EX302", VALIDATION, "TYPE_MISMATCH", "an operator does not apply to the column's type")
+    AGGREGATE_TYPE = _c("EX303", VALIDATION, "TYPE_MISMATCH", "sum/avg of a non-numeric column")
+    UNGROUPED_FIELD = _c("EX304", VALIDATION, "UNSUPPORTED_QUERY", "a plain field is not in group by")
+    DUPLICATE_OUTPUT = _c("EX305", VALIDATION, "UNSUPPORTED_QUERY", "two fields have the same output name")
+    INVALID_LIMIT = _c("EX306", VALIDATION, "UNSUPPORTED_QUERY", "limit below 1")
+    ORDER_NOT_GROUPED = _c("EX307", VALIDATION, "UNSUPPORTED_QUERY", "order by a column outside group by")
+    NO_FIELDS = _c("EX308", VALIDATION, "UNSUPPORTED_QUERY", "no fields")
+
+    # EX4xx: a budget of the role or dataset is exceeded
+    TOO_MANY_FIELDS = _c("EX401", POLICY, "QUERY_BUDGET_EXCEEDED", "more fields than max_fields")
+    TOO_MANY_PREDICATES = _c("EX402", POLICY, "QUERY_BUDGET_EXCEEDED", "more predicates than max_predicates")
+    IN_LIST_TOO_LONG = _c("EX403", POLICY, "QUERY_BUDGET_EXCEEDED", "an IN list longer than max_in_list")
+    TOO_MANY_RELATIONS = _c("EX404", POLICY, "QUERY_BUDGET_EXCEEDED", "more relations than max_relations")
+    LITERAL_TOO_LONG = _c("EX405", POLICY, "QUERY_BUDGET_EXCEEDED", "a literal longer than max_literal_length")
+    HEAVY_WITHOUT_FILTER = _c("EX406", POLICY, "QUERY_BUDGET_EXCEEDED", "a heavy dataset without a filter")
+    LIMIT_OVER_BUDGET = _c("EX407", POLICY, "QUERY_BUDGET_EXCEEDED", "limit above the row budget (clamp_limit off)")
+    INPUT_TOO_LARGE = _c("EX408", POLICY, "QUERY_BUDGET_EXCEEDED", "the input text is too long")
+    TOO_DEEP = _c("EX409", POLICY, "QUERY_BUDGET_EXCEEDED", "predicates nested too deeply")
+
+    # EX5xx: who is asking
+    UNKNOWN_ROLE = _c("EX501", AUTH, "AUTH_SCOPE_DENIED", "the role is not in the contract")
+
+    # EX9xx: not the caller's fault
+    INTERNAL_ERROR = _c("EX901", INTERNAL, "INTERNAL_ERROR", "an unexpected failure")
+    CONTRACT_INVALID = _c("EX902", INTERNAL, "CONTRACT_INVALID", "the contract file is invalid")
+
+
+def all_codes() -> list[ErrorCode]:
+    return [v for v in vars(Codes).values() if isinstance(v, ErrorCode)]
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    line: int
+    column: int
+
+    def to_json(self) -> dict[str, int]:
+        return {"line": self.line, "column": self.column}
+
+
+class ExploreError(Exception):
+    """Root of every refusal. Render with `to_envelope()`, never `str()` for callers."""
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        *,
+        hint: str | None = None,
+        position: Position | None = None,
+        retry_with: dict[str, Any] | None = None,
+        reason: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.error_code = code
+        self.message = message
+        self.hint = hint
+        self.position = position
+        self.retry_with = retry_with
+        # The true reason for the audit (SECRET_COLUMN_DENIED, ...); never rendered.
+        self.reason = reason or code.subtype
+
+    @property
+    def code(self) -> str:
+        return self.error_code.code
+
+    @property
+    def type(self) -> str:
+        return self.error_code.type
+
+    @property
+    def subtype(self) -> str:
+        return self.error_code.subtype
+
+    def to_error(self) -> dict[str, Any]:
+        err: dict[str, Any] = {
+            "type": self.type,
+            "subtype": self.subtype,
+            "code": self.code,
+            "message": self.message,
+        }
+        if self.hint:
+            err["hint"] = self.hint
+        if self.position is not None:
+            err["position"] = self.position.to_json()
+        if self.retry_with is not None:
+            err["retry_with"] = self.retry_with
+        return err
+
+    def to_envelope(self, **meta: Any) -> dict[str, Any]:
+        """The error envelope of DESIGN.md; `meta` adds exploration_id, contract_hash."""
+        return {"ok": False, "error": self.to_error(), "meta": {k: v for k, v in meta.items() if v is not None}}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.code} {self.subtype}: {self.message})"
+
+
+class InputError(ExploreError):
+    """Parse stage: the text, JSON or flag form could not be read."""
+
+
+class BindError(ExploreError):
+    """Policy stage: a name, type or shape the contract does not allow."""
+
+
+class BudgetError(ExploreError):
+    """Policy stage: a budget of the role or dataset is exceeded."""
+
+
+class AuthError(ExploreError):
+    """Who is asking: unknown role, missing scope."""
+
+
+class ContractError(ExploreError):
+    """The contract file is invalid; `message` names the place in the file."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(Codes.CONTRACT_INVALID, message, hint=hint)
+
+
+class InternalError(ExploreError):
+    """A bug or an unexpected failure; the message never carries internals."""
+
+    def __init__(self, message: str = "internal error", *, reason: str | None = None) -> None:
+        super().__init__(
+            Codes.INTERNAL_ERROR,
+            message,
+            hint="this is not caused by your input; the failure was recorded",
+            reason=reason,
+        )

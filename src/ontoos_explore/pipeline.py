@@ -1,0 +1,50 @@
+"""The pipeline: source -> parse -> policy -> compile. Each line is one stage.
+
+    >>> q = compile_exploration("explore workloads fields name", contract, "analyst")  # doctest: +SKIP
+    >>> q.sql
+    'SELECT "t0"."name" AS "name" FROM "lake"."k8s_workloads" AS "t0" WHERE ...'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .compiler import CompiledQuery, compile_plan
+from .contract import Contract, Role
+from .errors import AuthError, Codes
+from .grammar.forms import from_json
+from .grammar.limits import check_shape
+from .grammar.parser import parse_text
+from .ir import Exploration
+from .names import did_you_mean
+from .policy import bind
+
+
+def parse_source(source: str | dict[str, Any] | Exploration) -> Exploration:
+    """Text form, JSON form (a dict) or an already built Exploration -> Exploration."""
+    if isinstance(source, Exploration):
+        check_shape(source)
+        return source
+    if isinstance(source, dict):
+        return from_json(source)
+    return parse_text(source)
+
+
+def resolve_role(contract: Contract, role: str | Role) -> Role:
+    if isinstance(role, Role):
+        return role
+    found = contract.role(role) if isinstance(role, str) else None
+    if found is None:
+        hint, _ = did_you_mean(str(role), contract.roles, "roles")
+        raise AuthError(Codes.UNKNOWN_ROLE, f"'{role}' is not a role of this contract", hint=hint)
+    return found
+
+
+def compile_exploration(source: str | dict[str, Any] | Exploration, contract: Contract, role: str | Role) -> CompiledQuery:
+    """Parse, bind and compile one exploration for `role`; raise ExploreError on refusal."""
+    role_ = resolve_role(contract, role)
+    exploration = parse_source(source)
+    plan = bind(exploration, contract, role_)
+    compiled = compile_plan(plan)
+    return dataclasses.replace(compiled, contract_hash=contract.hash)

@@ -1,0 +1,42 @@
+"""Policy stage: Exploration + Contract + role -> BoundExploration.
+
+    bound = bind(exploration, contract, contract.role("analyst"))
+
+The budget rules run first (they need no names), then the binding rules in
+order; the first refusal raises. See budgets.py and rules.py for the rows.
+"""
+
+from __future__ import annotations
+
+from ..contract import Contract, Role
+from ..grammar.limits import check_shape
+from ..ir import Exploration
+from .bound import BoundExploration, Budget
+from .budgets import BUDGET_RULES
+from .rules import RULES
+from .scope import Binding
+
+__all__ = ["bind", "BoundExploration"]
+
+
+def bind(exploration: Exploration, contract: Contract, role: Role) -> BoundExploration:
+    check_shape(exploration)
+    for rule in BUDGET_RULES:
+        rule(exploration, role)
+    b = Binding(exploration, contract, role)
+    for rule in RULES:
+        rule(b)
+    return BoundExploration(
+        root=b.root,
+        joins=tuple(b.joins),
+        fields=b.fields,
+        where=b.where,
+        always=b.always,
+        group_by=b.group_by,
+        order_by=b.order_by,
+        limit=b.limit,
+        limit_written=exploration.limit is not None,
+        budget=Budget(role=role.name, max_rows=b.row_cap, timeout_ms=role.timeout_ms, max_cost=role.max_cost),
+        notes=tuple(b.notes),
+        reads=frozenset(b.reads),
+    )

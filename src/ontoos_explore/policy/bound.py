@@ -1,0 +1,165 @@
+"""Policy stage output: `BoundExploration`, every name resolved, every value typed.
+
+The compiler reads only this plan: physical tables behind aliases, columns
+with their types, joins on declared columns, the always-filters, the clamped
+limit, and the notes. It never sees the contract, the role or user text.
+Contract names (`dataset`, `relation`, `name`) are kept beside the physical
+ones so the plan can be rendered back as a normalized exploration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from ..types import Value
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    alias: str  # t0, t1, ... in join order
+    schema: str
+    table: str
+    dataset: str  # contract name
+    relation: str | None  # the relation followed to reach it; None for the root
+
+
+@dataclass(frozen=True, slots=True)
+class Col:
+    source: Source
+    name: str  # contract name == physical column name
+    type: str
+
+    @property
+    def ref(self) -> str:
+        """How an exploration writes it: `column` or `relation.column`."""
+        return f"{self.source.relation}.{self.name}" if self.source.relation else self.name
+
+
+@dataclass(frozen=True, slots=True)
+class Agg:
+    func: str  # count | min | max | sum | avg
+    col: Col | None  # None: count()
+    distinct: bool = False
+
+    @property
+    def text(self) -> str:
+        inner = ("distinct " if self.distinct else "") + (self.col.ref if self.col else "")
+        return f"{self.func}({inner})"
+
+
+Expr = Union[Col, Agg]
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    value: Value
+    type: str  # the column type it was converted for
+
+
+@dataclass(frozen=True, slots=True)
+class BCompare:
+    col: Col
+    op: str
+    value: Param
+
+
+@dataclass(frozen=True, slots=True)
+class BIn:
+    col: Col
+    values: tuple[Param, ...]
+    negated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class BBetween:
+    col: Col
+    low: Param
+    high: Param
+
+
+@dataclass(frozen=True, slots=True)
+class BIsNull:
+    col: Col
+    negated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class BLike:
+    col: Col
+    pattern: Param
+    negated: bool
+    case_insensitive: bool
+
+
+@dataclass(frozen=True, slots=True)
+class BAnd:
+    items: tuple["BPredicate", ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BOr:
+    items: tuple["BPredicate", ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BNot:
+    item: "BPredicate"
+
+
+BPredicate = Union[BCompare, BIn, BBetween, BIsNull, BLike, BAnd, BOr, BNot]
+
+
+@dataclass(frozen=True, slots=True)
+class OutputField:
+    expr: Expr
+    name: str  # the output column name: the alias, else the field as written (canonical)
+    alias: str | None  # the alias as the caller wrote it, if any
+
+
+@dataclass(frozen=True, slots=True)
+class OrderKey:
+    expr: Expr
+    descending: bool
+    alias: str | None = None  # set when the key named an output alias
+
+
+@dataclass(frozen=True, slots=True)
+class Join:
+    source: Source  # the joined side
+    relation: str  # contract relation name
+    on: tuple[tuple[Col, Col], ...]  # (from column, to column) pairs
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """What later stages enforce for the role: rows, time, cost."""
+
+    role: str
+    max_rows: int
+    timeout_ms: int
+    max_cost: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class BoundExploration:
+    root: Source
+    joins: tuple[Join, ...]
+    fields: tuple[OutputField, ...]
+    where: BPredicate | None  # the caller's predicate
+    always: tuple[BPredicate, ...]  # the contract's always-filters, ANDed in
+    group_by: tuple[Col, ...]
+    order_by: tuple[OrderKey, ...]
+    limit: int  # rows to return, after clamping (SQL fetches limit + 1)
+    limit_written: bool  # the caller wrote a limit (part of the exploration's text)
+    budget: Budget
+    notes: tuple[str, ...] = ()
+    reads: frozenset[tuple[str, str]] = field(default_factory=frozenset)  # (dataset, column) the caller named
+
+    @property
+    def sources(self) -> tuple[Source, ...]:
+        return (self.root, *(j.source for j in self.joins))
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields)
