@@ -10,6 +10,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from pydantic import BaseModel
+
 from ..ir import (
     AggregateField,
     And,
@@ -129,7 +131,7 @@ def replace(node: Any, target: Any, new: Any) -> Any:
     if isinstance(node, tuple):
         items = tuple(replace(x, target, new) for x in node)
         return items if any(a is not b for a, b in zip(items, node)) else node
-    if hasattr(node, "model_fields") and hasattr(node, "model_copy"):
+    if isinstance(node, BaseModel):
         changes = {}
         for name in type(node).model_fields:
             value = getattr(node, name)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
 from ..contract import Contract, Dataset, Relation, Role
 from ..errors import BindError, Codes
 from ..grammar.render import replace, to_json_form
@@ -233,6 +235,6 @@ def _refs(e: Exploration) -> list[Ref]:
             out.append(node)
         elif isinstance(node, tuple):
             stack.extend(node)
-        elif hasattr(node, "model_fields"):
+        elif isinstance(node, BaseModel):
             stack.extend(getattr(node, f) for f in type(node).model_fields)
     return out

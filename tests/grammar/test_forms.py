@@ -1,0 +1,142 @@
+"""Parse stage, JSON form and CLI flags: the same language, the same IR."""
+
+from __future__ import annotations
+
+import pytest
+
+from ontoos_explore.errors import ExploreError
+from ontoos_explore.grammar.forms import MAX_ITEMS, from_flags, from_json, loads_strict, split_top_level
+from ontoos_explore.grammar.parser import parse_text
+from ontoos_explore.ir import And, Compare, InList, IsNull
+
+
+def refused(body) -> ExploreError:
+    with pytest.raises(ExploreError) as info:
+        from_json(body)
+    return info.value
+
+
+def test_json_and_text_build_the_same_ir():
+    text = parse_text(
+        "explore workloads via containers fields name, count() as n where namespace = 'prod' "
+        "group by name order by n desc, name limit 20"
+    )
+    body = from_json(
+        {"dataset": "workloads", "relations": ["containers"], "fields": ["name", "count() as n"],
+         "filter": "namespace = 'prod'", "group_by": ["name"], "order_by": ["-n", "name asc"], "limit": 20}
+    )
+    assert body.model_dump() == text.model_dump()
+
+
+def test_query_key_is_the_text_form():
+    text = "explore w fields a where a = 1"
+    assert from_json({"query": text}).model_dump() == parse_text(text).model_dump()
+
+
+def test_filter_objects_are_anded_and_typed_from_json():
+    e = from_json({"dataset": "w", "fields": ["a"], "filter": [
+        {"field": "a", "op": "=", "value": "x"},
+        {"field": "b", "op": "IN", "value": [1, 2.5, True]},
+        {"field": "r.c", "op": "is  not null"},
+    ]})
+    assert isinstance(e.where, And) and len(e.where.items) == 3
+    a, b, c = e.where.items
+    assert isinstance(a, Compare) and a.value.kind == "string"
+    assert isinstance(b, InList) and [v.kind for v in b.values] == ["integer", "decimal", "boolean"]
+    assert isinstance(c, IsNull) and c.negated and c.ref.relation == "r"
+
+
+def test_a_single_filter_object_is_accepted():
+    e = from_json({"dataset": "w", "fields": ["a"], "filter": {"field": "a", "op": ">", "value": 1}})
+    assert isinstance(e.where, Compare) and e.where.op == ">"
+
+
+def test_unknown_key_offers_the_renamed_request():
+    err = refused({"dataset": "w", "fields": ["a"], "filters": "a = 1"})
+    assert err.subtype == "INVALID_REQUEST" and "'filter'" in err.hint
+    assert err.retry_with == {"dataset": "w", "fields": ["a"], "filter": "a = 1"}
+
+
+@pytest.mark.parametrize(
+    "body, fragment",
+    [
+        ([], "must be a JSON object"),
+        ({"fields": ["a"]}, "'dataset' is required"),
+        ({"dataset": "w"}, "'fields' is required"),
+        ({"dataset": "w", "fields": [1]}, "list of strings"),
+        ({"dataset": "pg_catalog.pg_authid", "fields": ["a"]}, "must be a name"),
+        ({"dataset": "w", "fields": ["a"], "limit": "10"}, "'limit' must be an integer"),
+        ({"dataset": "w", "fields": ["a"], "limit": True}, "'limit' must be an integer"),
+        ({"dataset": "w", "fields": ["a"], "filter": 3}, "'filter' must be"),
+        ({"dataset": "w", "fields": ["a"], "filter": [{"field": "a", "op": "~", "value": 1}]}, "not an operator"),
+        ({"dataset": "w", "fields": ["a"], "filter": [{"field": "a", "op": "between", "value": [1, 2, 3]}]}, "two values"),
+        ({"dataset": "w", "fields": ["a"], "filter": [{"field": "a", "op": "in", "value": []}]}, "non-empty list"),
+        ({"dataset": "w", "fields": ["a"], "filter": [{"field": "a", "op": "=", "value": [1]}]}, "single value"),
+        ({"dataset": "w", "fields": ["a"], "filter": [{"field": "a", "op": "is null", "value": 1}]}, "takes no value"),
+        ({"dataset": "w", "fields": ["a"], "filter": [{"field": "a", "value": {"x": 1}}]}, "single value"),
+        ({"dataset": "w", "fields": ["a"], "filter": [{"field": "a", "op": "=", "value": 1, "x": 2}]}, "unknown key"),
+        ({"dataset": "w", "fields": ["a"], "filter": ["a = 1"]}, "must be an object"),
+        ({"dataset": "w", "fields": ["a"], "order_by": ["-a desc"]}, "both a leading '-'"),
+        ({"query": "explore w fields a", "limit": 3}, "cannot be combined"),
+        ({"dataset": "w", "fields": ["a"] * (MAX_ITEMS + 1)}, "at most"),
+    ],
+)
+def test_malformed_requests(body, fragment):
+    err = refused(body)
+    assert err.type == "validation"
+    assert err.hint
+    assert fragment in err.message + " " + err.hint, err.message
+
+
+def test_piece_errors_name_the_entry():
+    err = refused({"dataset": "w", "fields": ["a", "b c"]})
+    assert err.subtype == "SYNTAX_ERROR" and "fields[1]" in err.message
+
+
+def test_loads_strict_refuses_what_json_should_not_carry():
+    assert loads_strict('{"a": 1.5}') == {"a": __import__("decimal").Decimal("1.5")}
+    for bad, fragment in [('{"a": NaN}', "NaN"), ('{"a": Infinity}', "Infinity"), ('{"a": 1, "a": 2}', "duplicate"),
+                          ("{", "not valid JSON"), (b"\xff", "UTF-8"), ("[" * 100000, "")]:
+        with pytest.raises(ExploreError) as info:
+            loads_strict(bad)
+        assert info.value.type in ("validation", "policy") and fragment in info.value.message
+
+
+def test_flags_build_the_same_ir_as_text():
+    flags = from_flags("workloads", ["name,count()"], ["namespace=prod-fp", "replicas > 2"], ["containers"],
+                       ["name"], ["-name"], 20)
+    text = parse_text("explore workloads via containers fields name, count() "
+                      "where namespace = 'prod-fp' and replicas > 2 group by name order by name desc limit 20")
+    assert flags.model_dump() == text.model_dump()
+
+
+@pytest.mark.parametrize(
+    "flag, op, value",
+    [
+        ("namespace=prod-fp", "=", "prod-fp"),
+        ("created_at>=2026-01-01", ">=", "2026-01-01"),
+        ("name != a b c", "!=", "a b c"),
+        ("path=a/b=c", "=", "a/b=c"),
+        ("tag<>v1.2", "!=", "v1.2"),
+    ],
+)
+def test_flag_filter_takes_the_rest_as_the_literal(flag, op, value):
+    e = from_flags("w", ["a"], [flag])
+    assert isinstance(e.where, Compare) and e.where.op == op
+    assert (e.where.value.kind, e.where.value.value) == ("string", value)
+
+
+def test_flag_filter_that_is_a_predicate_is_read_as_one():
+    e = from_flags("w", ["a"], ["replicas > 2 or kind in ('Job')"])
+    assert type(e.where).__name__ == "Or"
+
+
+def test_flag_filter_that_is_neither_reports_the_parse_error():
+    with pytest.raises(ExploreError) as info:
+        from_flags("w", ["a"], ["just words"])
+    assert info.value.subtype == "SYNTAX_ERROR" and "--filter #1" in info.value.message
+
+
+def test_split_top_level_keeps_parentheses_and_quotes():
+    assert split_top_level("a, count(distinct b), sum(c) as s") == ["a", "count(distinct b)", "sum(c) as s"]
+    assert split_top_level("'a,b', c") == ["'a,b'", "c"]

@@ -1,0 +1,56 @@
+"""Errors: the code registry and the envelope shape, pinned."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ontoos_explore.errors import (
+    AUTH,
+    INTERNAL,
+    NETWORK,
+    POLICY,
+    VALIDATION,
+    BindError,
+    Codes,
+    InternalError,
+    Position,
+    all_codes,
+)
+
+
+def test_codes_are_unique_and_well_formed():
+    codes = all_codes()
+    assert len({c.code for c in codes}) == len(codes)
+    for c in codes:
+        assert re.fullmatch(r"EX[1-9]\d\d", c.code)
+        assert c.type in (VALIDATION, AUTH, POLICY, NETWORK, INTERNAL)
+        assert re.fullmatch(r"[A-Z_]+", c.subtype)
+
+
+def test_code_ranges_follow_the_stage():
+    ranges = {"EX1": VALIDATION, "EX2": VALIDATION, "EX3": VALIDATION, "EX4": POLICY, "EX5": AUTH, "EX9": INTERNAL}
+    for c in all_codes():
+        assert c.type == ranges[c.code[:3]], c
+    assert {c.subtype for c in all_codes() if c.code.startswith("EX4")} == {"QUERY_BUDGET_EXCEEDED"}
+
+
+def test_envelope_shape():
+    err = BindError(Codes.UNKNOWN_FIELD, "'x' is not a readable column of w", hint="did you mean 'y'?",
+                    position=Position(1, 31), retry_with={"dataset": "w", "fields": ["y"]}, reason="SECRET_COLUMN_DENIED")
+    env = err.to_envelope(exploration_id="e1", contract_hash="h", unused=None)
+    assert env == {
+        "ok": False,
+        "error": {"type": "validation", "subtype": "UNKNOWN_FIELD", "code": "EX201",
+                  "message": "'x' is not a readable column of w", "hint": "did you mean 'y'?",
+                  "position": {"line": 1, "column": 31}, "retry_with": {"dataset": "w", "fields": ["y"]}},
+        "meta": {"exploration_id": "e1", "contract_hash": "h"},
+    }
+    assert "SECRET_COLUMN_DENIED" not in json.dumps(env)
+    assert err.reason == "SECRET_COLUMN_DENIED"
+
+
+def test_internal_errors_say_nothing_of_the_failure():
+    err = InternalError(reason="KeyError")
+    env = err.to_envelope()
+    assert env["error"]["subtype"] == "INTERNAL_ERROR" and "KeyError" not in json.dumps(env)
