@@ -71,6 +71,17 @@ def build_parser() -> argparse.ArgumentParser:
     _format_arg(k)
     k.add_argument("dataset", nargs="?", help="describe this dataset")
 
+    g = sub.add_parser("check-sql", help="verify hand-written SQL with the guard",
+                       description="Run the guard on SQL (e.g. a named query) against a read set of the contract. "
+                                   "Prints the verdict as JSON; exit 0 allowed, 2 refused.")
+    _contract_arg(g)
+    g.add_argument("--read-set", action="append", required=True, metavar="NAME",
+                   help="read set whose datasets may be read (repeatable)")
+    g.add_argument("--max-rows", type=int, metavar="N",
+                   help="row budget: LIMIT must be at most N+1 (default: the largest max_rows of any role)")
+    g.add_argument("--params", type=int, metavar="N", help="number of $n parameters that will be bound (default: any, without gaps)")
+    g.add_argument("file", nargs="?", default="-", metavar="FILE", help="file holding the SQL, or - for stdin (default)")
+
     d = sub.add_parser("demo", help="compile the example explorations against the demo contract",
                        description="Show the language at work: example explorations, their SQL, and refusals.")
     _contract_arg(d)
@@ -178,13 +189,40 @@ def cmd_catalog(args) -> int:
     return EXIT_OK
 
 
+def cmd_check_sql(args) -> int:
+    from .allowed import allowed_for_read_sets
+    from .errors import BindError, Codes
+    from .guard import check
+    from .names import did_you_mean, fold
+
+    contract = _load(args)
+    known = {fold(k) for k in contract.read_sets}
+    for name in args.read_set:
+        if fold(name) not in known:
+            hint, _ = did_you_mean(name, contract.read_sets, "read sets")
+            raise BindError(Codes.UNKNOWN_READ_SET, f"'{name}' is not a read set of this contract", hint=hint)
+    if args.file == "-":
+        sql = sys.stdin.read()
+    else:
+        try:
+            sql = Path(args.file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"cannot read {args.file}: {getattr(e, 'strerror', None) or e}")
+    max_rows = args.max_rows if args.max_rows is not None else max(r.max_rows for r in contract.roles.values())
+    verdict = check(sql, allowed_for_read_sets(contract, args.read_set, max_rows), args.params)
+    out = verdict.to_json(sql)
+    out["meta"] = {"read_sets": args.read_set, "max_rows": max_rows, "contract_hash": contract.hash}
+    _emit(out)
+    return EXIT_OK if verdict.ok else EXIT_REJECTED
+
+
 def cmd_demo(args) -> int:
     from .demo import run_demo
 
     return run_demo(_load(args), args.role)
 
 
-COMMANDS = {"compile": cmd_compile, "catalog": cmd_catalog, "demo": cmd_demo}
+COMMANDS = {"compile": cmd_compile, "catalog": cmd_catalog, "check-sql": cmd_check_sql, "demo": cmd_demo}
 
 
 VALUE_FLAGS = ("--order-by", "--filter", "--fields", "--group-by")

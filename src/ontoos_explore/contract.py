@@ -153,6 +153,12 @@ class Contract(_Model):
     _roles: dict[str, Role] = PrivateAttr(default_factory=dict)
     _from: dict[str, tuple[Relation, ...]] = PrivateAttr(default_factory=dict)
     _scope: dict[str, frozenset[str]] = PrivateAttr(default_factory=dict)
+    _derived: dict = PrivateAttr(default_factory=dict)
+
+    @property
+    def derived(self) -> dict:
+        """A cache for what later stages derive from this contract (keyed by them)."""
+        return self._derived
 
     @property
     def hash(self) -> str:

@@ -51,6 +51,7 @@ class Codes:
     UNKNOWN_RELATION = _c("EX203", VALIDATION, "UNKNOWN_RELATION", "not a relation from the datasets in scope")
     RELATION_NOT_FOLLOWED = _c("EX204", VALIDATION, "UNKNOWN_RELATION", "a column names a relation not followed")
     DUPLICATE_RELATION = _c("EX205", VALIDATION, "UNSUPPORTED_QUERY", "a relation is followed twice")
+    UNKNOWN_READ_SET = _c("EX207", VALIDATION, "UNKNOWN_READ_SET", "not a read set of the contract")
     UNKNOWN_ORDER_KEY = _c("EX206", VALIDATION, "UNKNOWN_FIELD", "order by names neither an alias nor a readable column")
 
     # EX3xx: the exploration is well-formed but means something unsupported
@@ -80,6 +81,7 @@ class Codes:
     # EX9xx: not the caller's fault
     INTERNAL_ERROR = _c("EX901", INTERNAL, "INTERNAL_ERROR", "an unexpected failure")
     CONTRACT_INVALID = _c("EX902", INTERNAL, "CONTRACT_INVALID", "the contract file is invalid")
+    GUARD_VIOLATION = _c("EX903", INTERNAL, "INTERNAL_ERROR", "the guard refused compiled SQL (a policy bug)")
 
 
 def all_codes() -> list[ErrorCode]:
@@ -178,10 +180,27 @@ class ContractError(ExploreError):
 class InternalError(ExploreError):
     """A bug or an unexpected failure; the message never carries internals."""
 
-    def __init__(self, message: str = "internal error", *, reason: str | None = None) -> None:
+    def __init__(self, message: str = "internal error", *, reason: str | None = None,
+                 code: ErrorCode = Codes.INTERNAL_ERROR) -> None:
         super().__init__(
-            Codes.INTERNAL_ERROR,
+            code,
             message,
             hint="this is not caused by your input; the failure was recorded",
             reason=reason,
         )
+
+
+class GuardViolation(InternalError):
+    """The guard refused SQL the compiler produced: the policy let something through.
+
+    The caller sees only that the exploration could not be verified; the
+    violations stay on the exception (and in the log) for the maintainers.
+    """
+
+    def __init__(self, violations: list[dict[str, Any]]) -> None:
+        super().__init__(
+            "the exploration could not be verified and was not run",
+            reason="GUARD_VIOLATION",
+            code=Codes.GUARD_VIOLATION,
+        )
+        self.violations = violations

@@ -1,4 +1,4 @@
-"""The pipeline: source -> parse -> policy -> compile. Each line is one stage.
+"""The pipeline: source -> parse -> policy -> compile -> guard. Each line is one stage.
 
     >>> q = compile_exploration("explore workloads fields name", contract, "analyst")  # doctest: +SKIP
     >>> q.sql
@@ -8,11 +8,14 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any
 
 from .compiler import CompiledQuery, compile_plan
 from .contract import Contract, Role
-from .errors import AuthError, Codes
+from .allowed import allowed_for_role
+from .errors import AuthError, Codes, GuardViolation
+from .guard import check
 from .grammar.forms import from_json
 from .grammar.limits import check_shape
 from .grammar.parser import parse_text
@@ -47,4 +50,21 @@ def compile_exploration(source: str | dict[str, Any] | Exploration, contract: Co
     exploration = parse_source(source)
     plan = bind(exploration, contract, role_)
     compiled = compile_plan(plan)
+    verify(compiled, allowed_for_role(contract, role_))
     return dataclasses.replace(compiled, contract_hash=contract.hash)
+
+
+log = logging.getLogger("ontoos_explore.guard")
+
+
+def verify(compiled: CompiledQuery, allowed) -> None:
+    """The second wall: the guard re-checks the exact SQL text, and what it saw
+    read must be exactly what the compiler emitted. Any difference is a policy
+    bug: refused and logged (the exploration's shape, never its values)."""
+    verdict = check(compiled.sql, dataclasses.replace(allowed, max_rows=compiled.limit), len(compiled.params))
+    problems = [v.to_json(compiled.sql) for v in verdict.violations]
+    if not problems and verdict.columns != compiled.touches:
+        problems.append({"kind": "Columns", "message": "the guard and the compiler disagree on the columns read"})
+    if problems:
+        log.error("guard refused a compiled exploration %s (%s): %s", compiled.fingerprint, compiled.shape, problems)
+        raise GuardViolation(problems)

@@ -38,7 +38,8 @@ class CompiledQuery:
     limit: int  # rows returned at most; the SQL fetches one more
     notes: tuple[str, ...]
     budget: Budget
-    reads: frozenset[tuple[str, str]] = field(default_factory=frozenset)
+    reads: frozenset[tuple[str, str]] = field(default_factory=frozenset)  # (dataset, column) the caller named
+    touches: frozenset[tuple[str, str, str]] = field(default_factory=frozenset)  # (schema, table, column) in the SQL
     contract_hash: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -78,4 +79,5 @@ def compile_plan(plan: BoundExploration) -> CompiledQuery:
         notes=plan.notes,
         budget=plan.budget,
         reads=plan.reads,
+        touches=frozenset(em.touched),
     )

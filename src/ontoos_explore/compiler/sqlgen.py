@@ -67,12 +67,14 @@ class Emitter:
     def __init__(self) -> None:
         self.params: list[Param] = []
         self.slots: list[tuple[str, str, bool]] = []  # (column ref, type, written by the caller)
+        self.touched: set[tuple[str, str, str]] = set()  # (schema, table, column) in the SQL
         self._caller = True
 
     def table(self, src: Source) -> exp.Table:
         return exp.Table(this=_ident(src.table), db=_ident(src.schema), alias=exp.TableAlias(this=_ident(src.alias)))
 
     def column(self, col: Col) -> exp.Column:
+        self.touched.add((col.source.schema, col.source.table, col.name))
         return exp.Column(this=_ident(col.name), table=_ident(col.source.alias))
 
     def param(self, p: Param, col: Col) -> exp.Parameter:

@@ -1,0 +1,458 @@
+"""Guard stage: SQL text + allowed set -> Verdict, by PostgreSQL's own parser (pglast).
+
+The second wall. It knows nothing of the exploration language: given any SQL
+(compiled explorations, hand-written named queries), the bind parameters'
+count and the physical relations and columns that may be read, it accepts
+only one plain SELECT built from a positive allow-list of node kinds.
+
+The walk is generic and iterative: every slot of every node and every item
+of every list is visited, so nothing nested hides (the bypass of a public
+guard was a function inside `RangeFunction.functions`, a list of lists).
+A node kind without an entry in `ALLOWED` is a violation; the kinds that are
+allowed get a `visit_<Kind>` check. It parses with libpg_query's JSON output
+(about 40 us for a compiled exploration; see ../shared notes).
+
+    >>> allowed = AllowedSet({("lake", "t"): frozenset({"a"})}, max_rows=10)
+    >>> check('SELECT "x"."a" FROM "lake"."t" AS "x" LIMIT 11', allowed).ok
+    True
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pglast.parser import ParseError, parse_sql_json
+
+MAX_NAME_BYTES = 63  # PostgreSQL truncates identifiers to NAMEDATALEN - 1 bytes
+
+AGGREGATES = frozenset({"count", "min", "max", "sum", "avg"})
+COMPARISONS = frozenset({"=", "<>", "!=", "<", "<=", ">", ">="})
+LIKE_OPS = frozenset({"~~", "!~~", "~~*", "!~~*"})
+CAST_TYPES = frozenset({"int2", "int4", "int8", "integer", "bigint", "smallint", "numeric", "text", "varchar",
+                        "bool", "boolean", "date", "timestamp", "timestamptz", "float8"})
+SYSTEM_COLUMNS = frozenset({"ctid", "xmin", "xmax", "cmin", "cmax", "tableoid", "oid"})
+STATEMENT_WORDS = {
+    "InsertStmt": "INSERT", "UpdateStmt": "UPDATE", "DeleteStmt": "DELETE", "MergeStmt": "MERGE",
+    "CopyStmt": "COPY", "CreateStmt": "CREATE", "DropStmt": "DROP", "TruncateStmt": "TRUNCATE",
+    "TransactionStmt": "a transaction statement", "VariableSetStmt": "SET", "DoStmt": "DO",
+    "ExplainStmt": "EXPLAIN", "CallStmt": "CALL", "GrantStmt": "GRANT", "AlterTableStmt": "ALTER",
+    "CreateTableAsStmt": "CREATE TABLE AS", "ListenStmt": "LISTEN", "NotifyStmt": "NOTIFY",
+    "LockStmt": "LOCK", "VacuumStmt": "VACUUM", "PrepareStmt": "PREPARE", "ExecuteStmt": "EXECUTE",
+}
+WHY = {
+    "RangeFunction": "functions in FROM are not allowed",
+    "RangeSubselect": "subqueries are not allowed",
+    "SubLink": "subqueries are not allowed",
+    "CommonTableExpr": "WITH (CTEs) is not allowed",
+    "WithClause": "WITH (CTEs) is not allowed",
+    "RangeTableSample": "TABLESAMPLE is not allowed",
+    "RowExpr": "row constructors are not allowed",
+    "A_Indirection": "subscripts and field selections are not allowed",
+    "CollateClause": "COLLATE is not allowed",
+    "IntoClause": "SELECT INTO is not allowed",
+    "LockingClause": "FOR UPDATE/SHARE is not allowed",
+    "WindowDef": "window functions are not allowed",
+    "A_Star": "* is not allowed: name the columns",
+    "CaseExpr": "CASE is not allowed",
+    "CoalesceExpr": "COALESCE is not allowed",
+    "MinMaxExpr": "GREATEST/LEAST are not allowed",
+    "SQLValueFunction": "SQL value functions (CURRENT_USER, ...) are not allowed",
+    "BooleanTest": "IS TRUE/FALSE tests are not allowed",
+    "ParamRef": "parameters are only allowed as values",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class AllowedSet:
+    """What may be read: (schema, table) -> readable columns; and the row budget."""
+
+    relations: Mapping[tuple[str, str], frozenset[str]]
+    max_rows: int | None = None  # LIMIT must be a constant <= max_rows + 1; None: any constant
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    kind: str  # the offending node kind (or ParseError, Statement, ...)
+    message: str
+    location: int | None = None  # byte offset into the SQL
+
+    def to_json(self, sql: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "message": self.message}
+        if self.location is not None and self.location >= 0:
+            line, column = line_column(sql, self.location)
+            out.update(line=line, column=column)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    violations: tuple[Violation, ...]
+    relations: frozenset[tuple[str, str]] = frozenset()
+    columns: frozenset[tuple[str, str, str]] = frozenset()  # (schema, table, column) read
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def to_json(self, sql: str) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "violations": [v.to_json(sql) for v in self.violations],
+            "relations": sorted(f"{s}.{t}" for s, t in self.relations),
+            "columns": sorted(f"{s}.{t}.{c}" for s, t, c in self.columns),
+        }
+
+
+def line_column(sql: str, byte_offset: int) -> tuple[int, int]:
+    prefix = sql.encode("utf-8")[:byte_offset].decode("utf-8", errors="ignore")
+    return prefix.count("\n") + 1, len(prefix) - (prefix.rfind("\n") + 1) + 1
+
+
+def _ident(name: str) -> str:
+    raw = name.encode("utf-8")
+    return raw[:MAX_NAME_BYTES].decode("utf-8", errors="ignore") if len(raw) > MAX_NAME_BYTES else name
+
+
+def _strings(items: Iterable[Any]) -> list[str | None]:
+    """Names out of a list of String nodes (None for anything else, e.g. A_Star)."""
+    out: list[str | None] = []
+    for item in items or ():
+        body = item.get("String") if isinstance(item, dict) else None
+        out.append(body.get("sval", "") if isinstance(body, dict) else None)
+    return out
+
+
+def _node(value: Any) -> tuple[str, dict] | None:
+    """(kind, body) if `value` is a parse-tree node: a one-key dict of a dict."""
+    if isinstance(value, dict) and len(value) == 1:
+        kind, body = next(iter(value.items()))
+        if isinstance(body, dict) and kind[:1].isupper():
+            return kind, body
+    return None
+
+
+def _location(body: Any) -> int | None:
+    """The node's own location, else the first one found inside it (RangeFunction has none)."""
+    stack = [body]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            loc = value.get("location")
+            if isinstance(loc, int) and loc >= 0:
+                return loc
+            stack.extend(reversed(list(value.values())))
+        elif isinstance(value, list):
+            stack.extend(reversed(value))
+    return None
+
+
+def _const_int(body: dict) -> int | None:
+    if body.get("isnull"):
+        return None
+    ival = body.get("ival")
+    if isinstance(ival, dict):
+        return int(ival.get("ival", 0))  # the JSON output leaves out zero
+    return None
+
+
+class _Checker:
+    def __init__(self, sql: str, allowed: AllowedSet, n_params: int | None) -> None:
+        self.sql = sql
+        self.allowed = allowed
+        self.n_params = n_params
+        self.violations: list[Violation] = []
+        self.ranges: dict[str, tuple[str, str]] = {}  # alias (or table name) -> (schema, table)
+        self.columns: set[tuple[str, str, str]] = set()
+        self.params: set[int] = set()
+
+    def fail(self, kind: str, message: str, body: dict | None = None) -> None:
+        self.violations.append(Violation(kind, message, _location(body)))
+
+    # ------------------------------------------------------------ the walk
+
+    def walk(self, root: Any) -> None:
+        stack: list[tuple[Any, str]] = [(root, "stmt")]
+        while stack:
+            value, slot = stack.pop()
+            if isinstance(value, list):
+                stack.extend((v, slot) for v in reversed(value))
+                continue
+            if not isinstance(value, dict) or not value:
+                continue
+            node = _node(value)
+            if node is None:  # a plain mapping of fields: visit each slot
+                stack.extend((v, k) for k, v in reversed(list(value.items())))
+                continue
+            kind, body = node
+            visit = getattr(self, f"visit_{kind}", None)
+            if visit is None:
+                self.fail(kind, WHY.get(kind) or f"{kind} is not allowed", body)
+                continue
+            if visit(body, slot) is not False:
+                stack.extend((v, k) for k, v in reversed(list(body.items())))
+
+    # ------------------------------------------------------------ statements
+
+    def visit_SelectStmt(self, b: dict, slot: str) -> bool:
+        if slot != "stmt":
+            self.fail("SelectStmt", "nested SELECT is not allowed", b)
+            return False
+        if b.get("op", "SETOP_NONE") != "SETOP_NONE":
+            self.fail("SelectStmt", "UNION/INTERSECT/EXCEPT are not allowed", b)
+            return False
+        for key, why in (("intoClause", "SELECT INTO is not allowed"), ("lockingClause", "FOR UPDATE/SHARE is not allowed"),
+                         ("withClause", "WITH (CTEs) is not allowed"), ("valuesLists", "VALUES is not allowed"),
+                         ("windowClause", "WINDOW is not allowed")):
+            if b.get(key):
+                self.fail(key[0].upper() + key[1:], why, b)
+        if not b.get("fromClause"):
+            self.fail("SelectStmt", "a FROM clause naming an allowed relation is required", b)
+        self._check_limit(b)
+        self._collect_ranges(b.get("fromClause") or [])
+        return True
+
+    def _check_limit(self, b: dict) -> None:
+        if b.get("limitOption") not in (None, "LIMIT_OPTION_COUNT", "LIMIT_OPTION_DEFAULT"):
+            self.fail("LimitOption", "FETCH ... WITH TIES is not allowed", b)
+        count = _node(b.get("limitCount"))
+        if self.allowed.max_rows is None and count is None:
+            return
+        ceiling = None if self.allowed.max_rows is None else self.allowed.max_rows + 1
+        if count is None or count[0] != "A_Const" or _const_int(count[1]) is None:
+            self.fail("Limit", f"a constant LIMIT{f' of at most {ceiling}' if ceiling else ''} is required", b)
+            return
+        n = _const_int(count[1])
+        if ceiling is not None and n > ceiling:
+            self.fail("Limit", f"LIMIT {n} is above the budget (at most {ceiling})", count[1])
+        offset = _node(b.get("limitOffset"))
+        if offset is not None and (offset[0] != "A_Const" or _const_int(offset[1]) is None):
+            self.fail("Limit", "OFFSET must be a constant integer", offset[1])
+
+    def _collect_ranges(self, from_clause: list) -> None:
+        stack = list(from_clause)
+        while stack:
+            node = _node(stack.pop())
+            if node is None:
+                continue
+            kind, body = node
+            if kind == "JoinExpr":
+                stack.extend([body.get("larg"), body.get("rarg")])
+            elif kind == "RangeVar":
+                table = (_ident(body.get("schemaname", "")), _ident(body.get("relname", "")))
+                alias_node = body.get("alias") or {}
+                name = _ident(alias_node.get("aliasname") or table[1])
+                if name in self.ranges:
+                    self.fail("RangeVar", f"'{name}' names two relations in FROM", body)
+                self.ranges[name] = table
+
+    # ------------------------------------------------------------ FROM
+
+    def visit_RangeVar(self, b: dict, slot: str) -> bool:
+        if slot not in ("fromClause", "larg", "rarg"):
+            self.fail("RangeVar", "a relation may appear only in FROM", b)
+            return False
+        schema, table = b.get("schemaname"), b.get("relname", "")
+        if b.get("catalogname"):
+            self.fail("RangeVar", "a database-qualified name is not allowed", b)
+        elif not schema:
+            self.fail("RangeVar", f"'{table}' must be schema-qualified", b)
+        elif (_ident(schema), _ident(table)) not in self.allowed.relations:
+            self.fail("RangeVar", f"'{schema}.{table}' is not an allowed relation", b)
+        if not b.get("inh"):  # the JSON output leaves out false: ONLY
+            self.fail("RangeVar", "ONLY is not allowed", b)
+        alias = b.get("alias")
+        if alias and alias.get("colnames"):
+            self.fail("Alias", "column aliases on a relation are not allowed", b)
+        return False  # the alias is a name, nothing more to see
+
+    def visit_JoinExpr(self, b: dict, slot: str) -> bool:
+        if b.get("jointype") not in ("JOIN_INNER", "JOIN_LEFT"):
+            self.fail("JoinExpr", f"{b.get('jointype', 'this join')} is not allowed; use INNER or LEFT JOIN", b)
+        if b.get("isNatural") or b.get("usingClause") or b.get("alias") or b.get("join_using_alias"):
+            self.fail("JoinExpr", "joins must be written JOIN ... ON, without NATURAL, USING or an alias", b)
+        if not b.get("quals"):
+            self.fail("JoinExpr", "a join needs an ON condition", b)
+        return True
+
+    # ------------------------------------------------------------ expressions
+
+    def visit_ResTarget(self, b: dict, slot: str) -> bool:
+        if b.get("indirection"):
+            self.fail("ResTarget", "indirection is not allowed", b)
+        return True
+
+    def visit_ColumnRef(self, b: dict, slot: str) -> bool:
+        names = _strings(b.get("fields"))
+        if any(n is None for n in names):
+            self.fail("A_Star", "* is not allowed: name the columns", b)
+            return False
+        names = [_ident(n) for n in names]
+        if len(names) == 2:
+            alias, column = names
+            table = self.ranges.get(alias)
+            if table is None:
+                self.fail("ColumnRef", f"'{alias}' is not a relation in FROM", b)
+            else:
+                self._column(table, column, b)
+        elif len(names) == 1:
+            (column,) = names
+            if column in self.ranges:
+                self.fail("ColumnRef", f"'{column}' is a whole-row reference: name the columns", b)
+                return False
+            owners = [t for t in self.ranges.values() if column in self.allowed.relations.get(t, ())]
+            if len(owners) != 1:
+                why = "names no readable column" if not owners else "is ambiguous: qualify it"
+                self.fail("ColumnRef", f"'{column}' {why}", b)
+            else:
+                self._column(owners[0], column, b)
+        else:
+            self.fail("ColumnRef", "write columns as alias.column", b)
+        return False
+
+    def _column(self, table: tuple[str, str], column: str, b: dict) -> None:
+        if column in SYSTEM_COLUMNS:
+            self.fail("ColumnRef", f"system column '{column}' is not allowed", b)
+        elif column not in self.allowed.relations.get(table, ()):
+            self.fail("ColumnRef", f"'{column}' is not a readable column of {table[0]}.{table[1]}", b)
+        else:
+            self.columns.add((*table, column))
+
+    def visit_ParamRef(self, b: dict, slot: str) -> bool:
+        n = b.get("number", 0)
+        if self.n_params is not None and not 1 <= n <= self.n_params:
+            self.fail("ParamRef", f"${n} is not one of the {self.n_params} given parameters", b)
+        elif n < 1:
+            self.fail("ParamRef", "positional parameters start at $1", b)
+        self.params.add(n)
+        return False
+
+    def visit_A_Const(self, b: dict, slot: str) -> bool:
+        if slot not in ("limitCount", "limitOffset"):
+            self.fail("A_Const", "constants are only allowed in LIMIT/OFFSET: pass values as $n parameters", b)
+        return False
+
+    def visit_A_Expr(self, b: dict, slot: str) -> bool:
+        kind = b.get("kind")
+        names = _strings(b.get("name"))
+        op = names[0] if len(names) == 1 else None
+        if len(names) != 1:
+            self.fail("A_Expr", "qualified operators (OPERATOR(schema.op)) are not allowed", b)
+            return False
+        ok = (
+            (kind == "AEXPR_OP" and op in COMPARISONS)
+            or (kind == "AEXPR_IN" and op in ("=", "<>"))
+            or (kind in ("AEXPR_BETWEEN", "AEXPR_NOT_BETWEEN"))
+            or (kind == "AEXPR_LIKE" and op in ("~~", "!~~"))
+            or (kind == "AEXPR_ILIKE" and op in ("~~*", "!~~*"))
+            or (kind == "AEXPR_OP" and op in LIKE_OPS)
+        )
+        if not ok:
+            self.fail("A_Expr", f"operator {op!r} ({kind}) is not allowed", b)
+            return False
+        if kind == "AEXPR_OP" and (b.get("lexpr") is None or b.get("rexpr") is None):
+            self.fail("A_Expr", "prefix operators are not allowed", b)
+            return False
+        return True
+
+    def visit_List(self, b: dict, slot: str) -> bool:
+        if slot != "rexpr":
+            self.fail("List", "lists are only allowed after IN or BETWEEN", b)
+            return False
+        return True
+
+    def visit_BoolExpr(self, b: dict, slot: str) -> bool:
+        return True
+
+    def visit_NullTest(self, b: dict, slot: str) -> bool:
+        if b.get("argisrow"):
+            self.fail("NullTest", "row IS NULL is not allowed", b)
+        return True
+
+    def visit_SortBy(self, b: dict, slot: str) -> bool:
+        if b.get("useOp"):
+            self.fail("SortBy", "ORDER BY ... USING is not allowed", b)
+        return True
+
+    def visit_FuncCall(self, b: dict, slot: str) -> bool:
+        names = _strings(b.get("funcname"))
+        name = names[0] if len(names) == 1 else ".".join(n or "?" for n in names)
+        if len(names) != 1 or name not in AGGREGATES:
+            self.fail("FuncCall", f"function '{name}' is not allowed (allowed: {', '.join(sorted(AGGREGATES))})", b)
+            return False
+        for key, why in (("agg_filter", "FILTER"), ("over", "OVER"), ("agg_order", "ORDER BY inside an aggregate"),
+                         ("agg_within_group", "WITHIN GROUP"), ("func_variadic", "VARIADIC")):
+            if b.get(key):
+                self.fail("FuncCall", f"{why} is not allowed", b)
+                return False
+        if b.get("agg_star") and name != "count":
+            self.fail("FuncCall", f"{name}(*) is not allowed", b)
+        args = b.get("args") or []
+        if not b.get("agg_star") and len(args) != 1:
+            self.fail("FuncCall", f"{name} takes exactly one column", b)
+            return False
+        return True
+
+    def visit_TypeCast(self, b: dict, slot: str) -> bool:
+        arg = _node(b.get("arg"))
+        type_names = _strings((b.get("typeName") or {}).get("names"))
+        type_name = type_names[-1] if type_names else None
+        if arg is None or arg[0] != "ParamRef":
+            self.fail("TypeCast", "casts are only allowed on $n parameters", b)
+            return False
+        if type_name not in CAST_TYPES or (b.get("typeName") or {}).get("arrayBounds"):
+            self.fail("TypeCast", f"cast to {type_name!r} is not allowed", b)
+            return False
+        if len(type_names) == 2 and type_names[0] != "pg_catalog":
+            self.fail("TypeCast", "casts to user-defined types are not allowed", b)
+            return False
+        self.visit_ParamRef(arg[1], "arg")
+        return False
+
+    def visit_String(self, b: dict, slot: str) -> bool:
+        return False
+
+    def finish(self) -> None:
+        if self.n_params is None and self.params and self.params != set(range(1, max(self.params) + 1)):
+            missing = sorted(set(range(1, max(self.params) + 1)) - self.params)
+            self.fail("ParamRef", f"parameters must be numbered $1..$n without gaps; missing ${missing[0]}")
+        if self.n_params is not None and len(self.params) != self.n_params:
+            unused = sorted(set(range(1, self.n_params + 1)) - self.params)
+            if unused:
+                self.fail("ParamRef", f"${unused[0]} is given but not used")
+
+
+# The allow-list is exactly the kinds with a visitor.
+ALLOWED_KINDS = frozenset(name.removeprefix("visit_") for name in vars(_Checker) if name.startswith("visit_"))
+
+
+def check(sql: str, allowed: AllowedSet, n_params: int | None = None) -> Verdict:
+    """Verify `sql` against `allowed`. `n_params`: how many $n values will be bound
+    (None: any, numbered $1..$n without gaps)."""
+    try:
+        tree = json.loads(parse_sql_json(sql))
+    except ParseError as e:
+        return Verdict((Violation("ParseError", f"not valid SQL: {e.args[0] if e.args else e}", getattr(e, "location", None)),))
+    except RecursionError:
+        return Verdict((Violation("ParseError", "the statement nests too deeply"),))
+    stmts = tree.get("stmts", [])
+    if len(stmts) != 1:
+        return Verdict((Violation("Statement", f"exactly one statement is allowed; found {len(stmts)}"),))
+    stmt = _node(stmts[0].get("stmt"))
+    if stmt is None or stmt[0] != "SelectStmt":
+        kind = stmt[0] if stmt else "Statement"
+        word = STATEMENT_WORDS.get(kind, kind)
+        return Verdict((Violation(kind, f"only a plain SELECT is allowed; found {word}", (stmt[1] if stmt else {}).get("location")),))
+    checker = _Checker(sql, allowed, n_params)
+    try:
+        checker.walk(stmts[0]["stmt"])
+    except RecursionError:  # pragma: no cover - the walk is iterative
+        checker.fail("Statement", "the statement nests too deeply")
+    checker.finish()
+    return Verdict(
+        tuple(checker.violations),
+        frozenset(checker.ranges.values()),
+        frozenset(checker.columns),
+    )
