@@ -129,12 +129,17 @@ def _role(args) -> str:
 
 
 def _read_source(args) -> Any:
+    from .errors import Codes, InputError
     from .grammar.forms import from_flags, loads_strict
 
     if args.query is not None:
         return args.query
     if args.json is not None:
-        return loads_strict(args.json)
+        body = loads_strict(args.json)
+        if not isinstance(body, dict):
+            raise InputError(Codes.INVALID_REQUEST, "--json must be a JSON object",
+                             hint='e.g. {"dataset": "...", "fields": ["..."]}, or {"query": "<text form>"}')
+        return body
     if args.file is not None:
         if args.file == "-":
             text = sys.stdin.read()

@@ -252,9 +252,12 @@ def _load_yaml(text: str, source: str) -> tuple[Any, dict[tuple, int]]:
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
+        # "while scanning a quoted scalar" points where the trouble starts; the
+        # problem mark may be the end of the file
+        mark = getattr(e, "context_mark", None) or getattr(e, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
-        raise ContractError(f"{source}:{line}: not valid YAML: {getattr(e, 'problem', None) or e}") from None
+        what = " ".join(x for x in (getattr(e, "context", None), getattr(e, "problem", None)) if x) or str(e)
+        raise ContractError(f"{source}:{line}: not valid YAML: {what}") from None
     if node is None:
         raise ContractError(f"{source}:1: the contract is empty")
     marks: dict[tuple, int] = {}
@@ -265,12 +268,13 @@ def _load_yaml(text: str, source: str) -> tuple[Any, dict[tuple, int]]:
         if isinstance(n, yaml.MappingNode):
             out: dict[Any, Any] = {}
             for k, v in n.value:
-                key = constructor.construct_object(k, deep=True)
-                if not isinstance(key, (str, int, bool)):
+                if not isinstance(k, yaml.ScalarNode):
                     raise ContractError(f"{source}:{k.start_mark.line + 1}: a mapping key must be a name")
-                key = str(key) if not isinstance(key, str) else key
+                # the key as written: YAML 1.1 would read a column named `no` or `on` as a boolean
+                key = k.value
                 if key in out:
-                    raise ContractError(f"{source}:{k.start_mark.line + 1}: duplicate key '{key}'")
+                    where = ".".join(str(p) for p in path + (key,))
+                    raise ContractError(f"{source}:{k.start_mark.line + 1}: {where}: duplicate key '{key}'")
                 marks[path + (key,)] = k.start_mark.line + 1
                 out[key] = build(v, path + (key,))
             return out
