@@ -14,7 +14,7 @@ from typing import Any
 from .compiler import CompiledQuery, compile_plan
 from .contract import Contract, Role
 from .allowed import allowed_for_role
-from .errors import AuthError, Codes, GuardViolation
+from .errors import AuthError, Codes, ExploreError, GuardViolation
 from .guard import check
 from .grammar.forms import from_json
 from .grammar.limits import check_shape
@@ -34,6 +34,18 @@ def parse_source(source: str | dict[str, Any] | Exploration) -> Exploration:
     return parse_text(source)
 
 
+def _compiles(body: dict[str, Any], contract: Contract, role: Role) -> bool:
+    try:
+        bind(from_json(body), contract, role)
+    except ExploreError:
+        return False
+    return True
+
+
+def _is_text(source: Any) -> bool:
+    return isinstance(source, str) or (isinstance(source, dict) and "query" in source)
+
+
 def resolve_role(contract: Contract, role: str | Role) -> Role:
     if isinstance(role, Role):
         return role
@@ -48,7 +60,14 @@ def compile_exploration(source: str | dict[str, Any] | Exploration, contract: Co
     """Parse, bind and compile one exploration for `role`; raise ExploreError on refusal."""
     role_ = resolve_role(contract, role)
     exploration = parse_source(source)
-    plan = bind(exploration, contract, role_)
+    try:
+        plan = bind(exploration, contract, role_)
+    except ExploreError as e:
+        if not _is_text(source):
+            e.position = None  # positions inside one JSON entry or flag would mislead
+        if e.retry_with is not None and not _compiles(e.retry_with, contract, role_):
+            e.retry_with = None  # offer only a retry that works
+        raise
     compiled = compile_plan(plan)
     verify(compiled, allowed_for_role(contract, role_))
     return dataclasses.replace(compiled, contract_hash=contract.hash)

@@ -53,6 +53,11 @@ class LiteralTypeError(ValueError):
         self.fix = fix
 
 
+def a(word: str) -> str:
+    """'a text column', 'an enum column', 'an integer column'."""
+    return ("an " if word[:1] in "aeiou" else "a ") + word
+
+
 def describe(kind: str, value: object) -> str:
     if kind == "string":
         return f"the string '{value}'"
@@ -70,7 +75,7 @@ def convert(kind: str, value: object, column_type: str, enum_values: tuple[str, 
         if text is None:
             literal = str(value).lower() if kind == "boolean" else str(value)
             raise LiteralTypeError(
-                f"{what} does not fit a {column_type} column",
+                f"{what} does not fit {a(column_type)} column",
                 f"quote it: '{literal}'",
                 fix=("string", literal),
             )

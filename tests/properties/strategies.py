@@ -101,6 +101,11 @@ _TYPED_LITERALS = {
 }
 
 
+def _one_in(draw, n: int) -> bool:
+    """True about once in n draws (sampled_from is closer to uniform than integers)."""
+    return draw(st.sampled_from(range(n))) == 0
+
+
 def _cased(draw, word: str) -> str:
     return draw(st.sampled_from([word, word.upper(), word.capitalize()]))
 
@@ -127,12 +132,13 @@ def contract_explorations(draw, contract):
         relation, ds = draw(st.sampled_from(reached))
         cols = sorted(ds.columns.values(), key=lambda c: c.name)
         readable = [c for c in cols if c.readable] or cols
-        col = draw(st.sampled_from(cols) if draw(st.integers(0, 9)) == 0 else st.sampled_from(readable))
+        unreadable = [c for c in cols if not c.readable]
+        col = draw(st.sampled_from(unreadable) if unreadable and _one_in(draw, 6) else st.sampled_from(readable))
         ref = Ref(relation=_cased(draw, relation) if relation else None, column=_cased(draw, col.name))
         return ref, col
 
     def literal_for(col):
-        if draw(st.integers(0, 14)) == 0:
+        if _one_in(draw, 15):
             return draw(literals)  # a stranger: often a TYPE_MISMATCH
         if col.type == "enum":
             return Lit(kind="string", value=draw(st.sampled_from(list(col.values))))
@@ -184,10 +190,12 @@ def contract_explorations(draw, contract):
         key = (f.ref.relation or "", f.ref.column.lower()) if isinstance(f, ColumnField) else (f.func, i)
         aliased.append(f.model_copy(update={"alias": f"f{i}"}) if key in seen else f)
         seen.add(key)
-    group_by = tuple(r for r, _ in plain) if aggregated and draw(st.integers(0, 9)) else ()
+    group_by = tuple(r for r, _ in plain) if aggregated and not _one_in(draw, 10) else ()
     order_by = ()
-    if plain and draw(st.booleans()):
-        order_by = (OrderItem(key=draw(st.sampled_from([r for r, _ in plain])), descending=draw(st.booleans())),)
+    if draw(st.booleans()):
+        # a field's column, or any column reached (ordering by a column not selected is fine)
+        key = draw(st.sampled_from([r for r, _ in plain])) if plain and draw(st.booleans()) else column_ref()[0]
+        order_by = (OrderItem(key=key, descending=draw(st.booleans())),)
     return Exploration(
         dataset=Name(value=_cased(draw, root)),
         relations=tuple(Name(value=_cased(draw, r)) for r in relations),
@@ -197,3 +205,87 @@ def contract_explorations(draw, contract):
         order_by=order_by,
         limit=draw(st.none() | st.integers(1, 10**5)),
     )
+
+
+# ---------------------------------------------------------------- random contracts
+
+_COLUMN_TYPES = ["text", "integer", "numeric", "boolean", "date", "timestamp", "enum"]
+_ident = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True).filter(lambda n: n not in KEYWORDS)
+
+
+@st.composite
+def contract_documents(draw):
+    """A valid contract document (a dict) with random names, types, secrets,
+    hidden columns, always-filters, relations of every cardinality, read sets and roles."""
+    n = draw(st.integers(2, 5))
+    names = draw(st.lists(_ident, min_size=n, max_size=n, unique=True))
+    datasets = {}
+    for i, name in enumerate(names):
+        cols = draw(st.lists(_ident, min_size=2, max_size=6, unique=True))
+        columns = {"id": {"type": "integer"}}
+        for c in cols:
+            if c == "id":
+                continue
+            t = draw(st.sampled_from(_COLUMN_TYPES))
+            col = {"type": t}
+            if t == "enum":
+                col["values"] = draw(st.lists(_ident, min_size=1, max_size=3, unique=True))
+            flag = draw(st.sampled_from(["", "", "", "secret", "hidden"]))
+            if flag:
+                col[flag] = True
+            columns[c] = col
+        ds = {"relation": f"s{i % 2}.{name}_t", "columns": columns}
+        booleans = [c for c, spec in columns.items() if spec["type"] == "boolean"]
+        if booleans and draw(st.booleans()):
+            ds["always_filter"] = [{"column": booleans[0], "op": "=", "value": draw(st.booleans())}]
+        if draw(st.integers(0, 4)) == 0:
+            ds["heavy"] = True
+        if draw(st.booleans()):
+            ds["max_rows"] = draw(st.integers(1, 2000))
+        datasets[name] = ds
+    relations = {}
+    for j in range(draw(st.integers(0, 5))):
+        a, b = draw(st.sampled_from(names)), draw(st.sampled_from(names))
+        relations[f"r{j}"] = {"from": a, "to": b, "join": {"id": "id"},
+                              "cardinality": draw(st.sampled_from(["one_to_one", "many_to_one", "one_to_many", "many_to_many"]))}
+    split = draw(st.integers(1, n))
+    read_sets = {"first": names[:split], "second": names[split:] or names[:1]}
+    roles = {
+        "narrow": {"read_sets": ["first"], "max_rows": draw(st.integers(1, 500)), "max_relations": draw(st.integers(0, 2))},
+        "wide": {"read_sets": ["first", "second"], "max_rows": draw(st.integers(1, 5000)), "max_relations": 3},
+    }
+    return {"version": 1, "datasets": datasets, "relations": relations, "read_sets": read_sets, "roles": roles}
+
+
+# ---------------------------------------------------------------- hostile text
+
+HOSTILE_TOKENS = [
+    "explore", "fields", "where", "via", "group by", "order by", "limit", "as", "and", "or", "not", "in", "is",
+    "null", "between", "like", "ilike", "distinct", "count(", "sum(", ")", "(", ",", ".", "=", "!=", "<>", "<=",
+    "'", '"', "''", "\\'", "\\\\", "\\", ";", "--", "/*", "*/", "$1", "%s", "%(x)s", "*", "pg_catalog.pg_authid",
+    "information_schema.tables", "pg_sleep(10)", "DROP TABLE x", "' OR 1=1 --", "\u212a", "\u0130", "\uff45xplore",
+    "\u200b", "\u202e", "e\u0301", "9" * 40, "-" + "9" * 30, "1e309", "NaN", "Infinity", "true", "FALSE",
+    "\n", "\t", " ",
+]
+
+
+def hostile_text(vocabulary):
+    token = st.sampled_from(HOSTILE_TOKENS + list(vocabulary)) | st.text(max_size=4)
+    soup = st.lists(token, max_size=30).map(" ".join)
+    prefixed = st.builds(lambda ds, rest: f"explore {ds} fields {rest}", st.sampled_from(list(vocabulary) or ["x"]), soup)
+    deep = st.integers(1, 400).map(lambda d: "explore x fields a where " + "not (" * d + "a = 1" + ")" * d)
+    return st.one_of(soup, prefixed, deep)
+
+
+def near_misses(contract):
+    """A valid exploration's text with a hostile token spliced in somewhere."""
+    from ontoos_explore.grammar.render import to_text
+
+    @st.composite
+    def build(draw):
+        text = to_text(draw(contract_explorations(contract)))
+        at = draw(st.integers(0, len(text)))
+        token = draw(st.sampled_from(HOSTILE_TOKENS) | st.sampled_from(sorted(contract.datasets)))
+        return text[:at] + token + text[at:]
+
+    return build()

@@ -157,8 +157,10 @@ def _filter_object(obj: Any, i: int) -> Predicate:
         return build(ref, None)
     if shape == _SCALAR:
         if isinstance(value, (list, dict)) or value is None:
-            raise _bad(f"{where}: '{op}' takes {shape}",
-                       "use 'in' for a list of values" if isinstance(value, list) else 'e.g. "value": "prod"')
+            hint = ("use 'in' for a list of values" if isinstance(value, list)
+                    else 'to match missing values use "op": "is null"' if value is None
+                    else 'e.g. "value": "prod"')
+            raise _bad(f"{where}: '{op}' takes {shape}", hint)
         return build(ref, _literal(value, f"{where}.value"))
     if not isinstance(value, list) or not value or (shape == _PAIR and len(value) != 2):
         raise _bad(f"{where}: '{op}' takes {shape}", 'e.g. "value": [1, 10]' if shape == _PAIR else 'e.g. "value": ["a", "b"]')

@@ -47,16 +47,15 @@ def _bad_char(text: str) -> int | None:
 
 
 def predicate_depth(pred: Predicate | None) -> int:
-    """Nesting depth of and/or/not, computed without recursion."""
+    """Levels of and/or/not (a lone comparison is 0), computed without recursion."""
     deepest = 0
-    stack = [(pred, 1)] if pred is not None else []
+    stack = [(pred, 0)] if pred is not None else []
     while stack:
-        p, d = stack.pop()
-        deepest = max(deepest, d)
-        if isinstance(p, (And, Or)):
-            stack.extend((x, d + 1) for x in p.items)
-        elif isinstance(p, Not):
-            stack.append((p.item, d + 1))
+        p, above = stack.pop()
+        if isinstance(p, (And, Or, Not)):
+            level = above + 1
+            deepest = max(deepest, level)
+            stack.extend((x, level) for x in (p.items if isinstance(p, (And, Or)) else (p.item,)))
     return deepest
 
 

@@ -24,7 +24,7 @@ from ..ir import (
     Ref,
 )
 from ..names import fold, quote_list
-from ..types import NUMERIC_TYPES, ORDERED_TYPES, python_kind, convert
+from ..types import NUMERIC_TYPES, ORDERED_TYPES, a, convert, python_kind
 from .bound import (
     Agg,
     BAnd,
@@ -76,14 +76,14 @@ def bind_aggregate(b: Binding, f: AggregateField) -> Agg:
         if f.func in ("sum", "avg") and col.type not in NUMERIC_TYPES:
             raise BindError(
                 Codes.AGGREGATE_TYPE,
-                f"{f.func}({col.ref}): {col.ref} is a {col.type} column",
+                f"{f.func}({col.ref}): {col.ref} is {a(col.type)} column",
                 hint=f"{f.func} applies to integer and numeric columns; count, min and max apply to others",
                 position=f.pos,
             )
         if f.func in ("min", "max") and col.type not in ORDERED_TYPES:
             raise BindError(
                 Codes.AGGREGATE_TYPE,
-                f"{f.func}({col.ref}): {col.ref} is a {col.type} column",
+                f"{f.func}({col.ref}): {col.ref} is {a(col.type)} column",
                 hint=f"{f.func} does not apply to {col.type} columns; group by it and count() instead",
                 position=f.pos,
             )
@@ -108,6 +108,7 @@ def deny_unreadable_columns(b: Binding) -> None:
             raise BindError(
                 Codes.DUPLICATE_OUTPUT,
                 f"two fields are named '{name}'",
+                position=f.ref.pos if isinstance(f, ColumnField) else f.pos,
                 hint=f"give one of them another name with 'as', e.g. {name.split('(')[0].replace('.', '_')}_2",
             )
         seen[key] = name

@@ -190,12 +190,15 @@ class Binding:
         if rel is not None and rel in self.followable() and self.start_of(rel) is not None:
             written = f"{ref.relation}.{ref.column}"
             added = self.e.model_copy(update={"relations": (*self.e.relations, Name(value=rel.name))})
+            within = len(added.relations) <= self.role.max_relations
             raise BindError(
                 Codes.RELATION_NOT_FOLLOWED,
                 f"'{written}' names relation '{rel.name}', which this exploration does not follow",
-                hint=f"follow it first: via {rel.name}",
+                hint=f"follow it first: via {rel.name}" + (
+                    "" if within else f" (role {self.role.name} may follow at most {self.role.max_relations}; "
+                    "drop another relation)"),
                 position=ref.pos,
-                retry_with=to_json_form(added),
+                retry_with=to_json_form(added) if within else None,
             )
         followed = [s.relation for s in self.sources() if s.relation]
         candidates = followed + [r.name for r in self.followable()]
