@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -15,3 +16,34 @@ CASES = Path(__file__).resolve().parent / "cases"
 @pytest.fixture(scope="session")
 def demo():
     return load_contract(ROOT / "contracts" / "demo.yaml")
+
+
+# ---------------------------------------------------------------- a real PostgreSQL
+
+DEMO_SCALE, DEMO_SEED = 1.0, 7
+
+
+@pytest.fixture(scope="session")
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def pg_dsn(tmp_path_factory, demo):
+    """A PostgreSQL with the demo lakehouse and the demo contract's grants.
+
+    ONTOOS_TEST_DSN if set (its schema `lake` is replaced), else an embedded
+    pgserver in a fresh directory, stopped at the end of the session."""
+    import psycopg
+
+    from ontoos_explore.engine import demo_data, embedded, grants
+
+    dsn = os.environ.get("ONTOOS_TEST_DSN")
+    if not dsn:
+        server = embedded.start(tmp_path_factory.mktemp("pg"))
+        dsn = embedded.dsn_of(server)
+    with psycopg.connect(dsn) as conn:
+        demo_data.ensure(conn, scale=DEMO_SCALE, seed=DEMO_SEED)
+    with psycopg.connect(dsn) as conn:
+        grants.apply(conn, demo, "ontoos_q_")
+    return dsn

@@ -345,7 +345,8 @@ def test_catalog_needs_a_role(capsys):
 # ---------------------------------------------------------------- demo
 
 
-def test_demo_prints_every_example_and_refusal(capsys):
+def test_demo_prints_every_example_and_refusal(capsys, monkeypatch, pg_dsn):
+    monkeypatch.setenv("ONTOOS_DSN", pg_dsn)
     code, out, err = run(capsys, "demo")
     assert code == 0
     examples = yaml.safe_load(EXAMPLES.read_text(encoding="utf-8"))
@@ -355,21 +356,24 @@ def test_demo_prints_every_example_and_refusal(capsys):
         q = compile_exploration(ex["source"], c, "analyst")
         assert ex["title"] in out
         assert q.sql in out
-        assert q.fingerprint in out
+        assert " ".join(q.columns[:1]) in out  # the result table's header
+    assert "row" in out and "lowered to" in out  # rows were printed, and the clamp note
     for ex in examples["refusals"]:
         with pytest.raises(ExploreError) as ei:
             compile_exploration(ex["source"], c, "analyst")
         assert ex["title"] in out
         assert json.dumps(ei.value.to_error()) in out
-    assert "accepted, but" not in out and "refused {" not in out
+    assert "answered, but" not in out and "refused: {" not in out
     assert "Traceback" not in out + err
+    assert "ONTOOS-SECRET-" not in out
 
 
-def test_demo_fails_when_an_example_is_refused(capsys):
+def test_demo_fails_when_an_example_is_refused(capsys, monkeypatch, pg_dsn):
     # viewer may read fewer datasets: some examples are refused, so the demo reports failure
+    monkeypatch.setenv("ONTOOS_DSN", pg_dsn)
     code, out, _ = run(capsys, "demo", "--role", "viewer")
     assert code == 1
-    assert "refused {" in out
+    assert "refused: {" in out
 
 
 # ---------------------------------------------------------------- no tracebacks, ever
@@ -473,12 +477,12 @@ def test_script_refusals_and_bad_bytes_are_envelopes(tmp_path):
             assert env["error"]["code"] == ex
 
 
-def test_script_demo_and_help():
-    demo = run_script("demo")
-    assert demo.returncode == 0
+def test_script_demo_and_help(pg_dsn):
+    demo = run_script("demo", ONTOOS_DSN=pg_dsn)
+    assert demo.returncode == 0, demo.stdout + demo.stderr
     text = demo.stdout.decode()
     examples = yaml.safe_load(EXAMPLES.read_text(encoding="utf-8"))
-    assert text.count("  sql     SELECT ") == len(examples["examples"])
+    assert text.count("   sql: SELECT ") == len(examples["examples"])
     assert text.count("## Refused: ") == len(examples["refusals"])
     helped = run_script("compile", "--help")
     assert helped.returncode == 0

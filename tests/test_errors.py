@@ -29,7 +29,8 @@ def test_codes_are_unique_and_well_formed():
 
 
 def test_code_ranges_follow_the_stage():
-    ranges = {"EX1": VALIDATION, "EX2": VALIDATION, "EX3": VALIDATION, "EX4": POLICY, "EX5": AUTH, "EX9": INTERNAL}
+    ranges = {"EX1": VALIDATION, "EX2": VALIDATION, "EX3": VALIDATION, "EX4": POLICY, "EX5": AUTH, "EX6": NETWORK,
+              "EX9": INTERNAL}
     for c in all_codes():
         assert c.type == ranges[c.code[:3]], c
     assert {c.subtype for c in all_codes() if c.code.startswith("EX4")} == {"QUERY_BUDGET_EXCEEDED"}

@@ -44,14 +44,7 @@ def _format_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=("json", "table"), help="output format (default: table on a terminal, else json)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="ontoos", description="Guarded exploration of a governed lakehouse.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-
-    c = sub.add_parser("compile", help="compile an exploration to SQL without running it",
-                       description="Compile an exploration (text, JSON or flag form) to PostgreSQL SQL with $n parameters.")
-    _contract_arg(c)
-    _role_arg(c)
+def _source_args(c: argparse.ArgumentParser) -> None:
     src = c.add_mutually_exclusive_group()
     src.add_argument("-q", "--query", metavar="TEXT", help="the exploration in text form")
     src.add_argument("-f", "--file", metavar="FILE", help="a file (or - for stdin) holding the text form or a JSON object")
@@ -63,6 +56,36 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--group-by", action="append", default=[], metavar="REF", help="flag form: group by (repeatable)")
     c.add_argument("--order-by", action="append", default=[], metavar="KEY", help="flag form: order key, -key for descending (repeatable)")
     c.add_argument("--limit", type=int, help="flag form: the most rows to return")
+
+
+def _dsn_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dsn", help="PostgreSQL to use (default: $ONTOOS_DSN, else the embedded server)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="ontoos", description="Guarded exploration of a governed lakehouse.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    c = sub.add_parser("compile", help="compile an exploration to SQL without running it",
+                       description="Compile an exploration (text, JSON or flag form) to PostgreSQL SQL with $n parameters.")
+    _contract_arg(c)
+    _role_arg(c)
+    _source_args(c)
+
+    x = sub.add_parser("explore", help="run an exploration and print the rows",
+                       description="Run an exploration (text, JSON or flag form) read-only on PostgreSQL.")
+    _contract_arg(x)
+    _role_arg(x)
+    _source_args(x)
+    _dsn_arg(x)
+    _format_arg(x)
+    x.add_argument("--dry-run", action="store_true", help="plan only: what would be read, and the cost estimate")
+
+    r = sub.add_parser("grants", help="print (or apply) the database roles and column grants of the contract",
+                       description="One NOLOGIN role per contract role, with SELECT on exactly its allowed columns.")
+    _contract_arg(r)
+    _dsn_arg(r)
+    r.add_argument("--apply", action="store_true", help="run the statements (default: print them)")
 
     k = sub.add_parser("catalog", help="list what a role may read",
                        description="List the datasets a role may read, or describe one of them.")
@@ -82,10 +105,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--params", type=int, metavar="N", help="number of $n parameters that will be bound (default: any, without gaps)")
     g.add_argument("file", nargs="?", default="-", metavar="FILE", help="file holding the SQL, or - for stdin (default)")
 
-    d = sub.add_parser("demo", help="compile the example explorations against the demo contract",
-                       description="Show the language at work: example explorations, their SQL, and refusals.")
+    d = sub.add_parser("demo", help="run example explorations on the embedded demo lakehouse",
+                       description="Start the embedded PostgreSQL, load the demo lakehouse if needed, and run "
+                                   "example explorations: joins, aggregates, a clamp note, and refusals.")
     _contract_arg(d)
+    _dsn_arg(d)
     d.add_argument("--role", default="analyst", help="role to act as (default: analyst)")
+    d.add_argument("--load", action="store_true", help="with --dsn: (re)load the demo lakehouse there (drops schema lake)")
     return parser
 
 
@@ -221,13 +247,96 @@ def cmd_check_sql(args) -> int:
     return EXIT_OK if verdict.ok else EXIT_REJECTED
 
 
+def _settings(args):
+    from .engine.settings import Settings
+
+    return Settings.from_env(dsn=getattr(args, "dsn", None))
+
+
+def cmd_explore(args) -> int:
+    import asyncio
+
+    from .runtime import open_explorer, resolve_dsn
+
+    contract = _load(args)
+    role = _role(args)
+    source = _read_source(args)
+    settings = _settings(args)
+    dsn = resolve_dsn(settings, contract)
+
+    async def go():
+        async with open_explorer(contract, settings, dsn) as explorer:
+            return await explorer.explore(source, role, dry_run=args.dry_run)
+
+    answer = asyncio.run(go())
+    fmt = args.format or ("table" if sys.stdout.isatty() else "json")
+    if fmt == "json" or not answer.ok or args.dry_run:
+        _emit(answer.envelope)
+    else:
+        print(render_result(answer.envelope))
+    if answer.ok:
+        return EXIT_OK
+    return EXIT_REJECTED if answer.error.type in ("validation", "policy", "auth") else EXIT_INTERNAL
+
+
+def render_result(env: dict[str, Any]) -> str:
+    """A result envelope as a readable table, with the meta that matters below it."""
+    data, meta = env["data"], env["meta"]
+    lines = [_table(data["rows"], data["columns"])]
+    more = " (truncated: more rows exist)" if meta["truncated"] else ""
+    lines.append(f"{meta['rows']} row{'s' if meta['rows'] != 1 else ''}{more}, {meta['elapsed_ms']:.1f} ms")
+    lines += [f"note: {n}" for n in meta["notes"]]
+    if meta["masked_columns"]:
+        lines.append("masked: " + ", ".join(meta["masked_columns"]))
+    return "\n".join(lines)
+
+
+def cmd_grants(args) -> int:
+    from .engine import grants
+
+    contract = _load(args)
+    settings = _settings(args)
+    if not args.apply:
+        sys.stdout.write(grants.script(contract, settings.role_prefix))
+        return EXIT_OK
+    import psycopg
+
+    from .runtime import prepare_embedded
+
+    dsn = settings.dsn or prepare_embedded(settings, contract)
+    with psycopg.connect(dsn) as conn:
+        roles = grants.apply(conn, contract, settings.role_prefix)
+    _emit({"ok": True, "applied": roles, "contract_hash": contract.hash})
+    return EXIT_OK
+
+
 def cmd_demo(args) -> int:
+    import asyncio
+
     from .demo import run_demo
+    from .runtime import open_explorer, resolve_dsn
 
-    return run_demo(_load(args), args.role)
+    contract = _load(args)
+    settings = _settings(args)
+    if settings.dsn and args.load:
+        import psycopg
+
+        from .engine import demo_data, grants
+
+        with psycopg.connect(settings.dsn) as conn:
+            demo_data.load(conn)
+            grants.apply(conn, contract, settings.role_prefix)
+    dsn = resolve_dsn(settings, contract)
+
+    async def go():
+        async with open_explorer(contract, settings, dsn) as explorer:
+            return await run_demo(explorer, args.role, render_result)
+
+    return asyncio.run(go())
 
 
-COMMANDS = {"compile": cmd_compile, "catalog": cmd_catalog, "check-sql": cmd_check_sql, "demo": cmd_demo}
+COMMANDS = {"compile": cmd_compile, "explore": cmd_explore, "catalog": cmd_catalog, "check-sql": cmd_check_sql,
+            "grants": cmd_grants, "demo": cmd_demo}
 
 
 VALUE_FLAGS = ("--order-by", "--filter", "--fields", "--group-by")

@@ -1,23 +1,22 @@
-"""Demo: example explorations compiled against a contract, and a few refusals.
+"""Demo: example explorations run on the demo lakehouse, then a few refusals.
 
-`ontoos demo` runs this: each question, the SQL it compiles to with its `$n`
-parameters, the fingerprint and notes, then what refusals look like. The
-examples are data (`data/demo_examples.yaml`, written for the demo contract).
-Executing the SQL on the embedded PostgreSQL comes with the executor.
+`ontoos demo` runs this against the embedded PostgreSQL: each question, its
+rows (the first few), the notes, then what refusals look like. The examples
+are data (`data/demo_examples.yaml`, written for the demo contract).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
 import yaml
 
-from .compiler import json_value
-from .contract import Contract
-from .errors import ExploreError
-from .pipeline import compile_exploration
+from .service import Explorer
+
+SHOWN_ROWS = 8
 
 
 def load_examples() -> dict[str, list[dict[str, Any]]]:
@@ -29,32 +28,30 @@ def _show(source: Any) -> str:
     return source if isinstance(source, str) else json.dumps(source)
 
 
-def run_demo(contract: Contract, role: str, out=print) -> int:
-    """Print the examples; 0 when every example compiles and every refusal is refused."""
+async def run_demo(explorer: Explorer, role: str, render: Callable[[dict], str], out=print) -> int:
+    """Run the examples; 0 when every example answers and every refusal is refused."""
     examples = load_examples()
     failures = 0
-    out(f"ontoos demo: contract {contract.hash}, role {role}\n")
+    out(f"ontoos demo: contract {explorer.contract.hash}, role {role}\n")
     for ex in examples["examples"]:
-        out(f"## {ex['title']}\n  {_show(ex['source'])}\n")
-        try:
-            q = compile_exploration(ex["source"], contract, role)
-        except ExploreError as e:
+        out(f"## {ex['title']}\n   {_show(ex['source'])}\n")
+        answer = await explorer.explore(ex["source"], role)
+        if not answer.ok:
             failures += 1
-            out("  refused " + json.dumps(e.to_error()) + "\n")
+            out("   refused: " + json.dumps(answer.envelope["error"]) + "\n")
             continue
-        out(f"  sql     {q.sql}")
-        out(f"  params  {json.dumps([json_value(p) for p in q.params])}")
-        out(f"  finger  {q.fingerprint}")
-        for note in q.notes:
-            out(f"  note    {note}")
-        out("")
+        env = answer.envelope
+        shown = {**env, "data": {**env["data"], "rows": env["data"]["rows"][:SHOWN_ROWS]}}
+        out("   " + render(shown).replace("\n", "\n   "))
+        if len(env["data"]["rows"]) > SHOWN_ROWS:
+            out(f"   (first {SHOWN_ROWS} of {len(env['data']['rows'])} rows shown)")
+        out(f"   sql: {answer.compiled.sql}\n")
     for ex in examples["refusals"]:
-        out(f"## Refused: {ex['title']}\n  {_show(ex['source'])}\n")
-        try:
-            compile_exploration(ex["source"], contract, role)
-        except ExploreError as e:
-            out("  " + json.dumps(e.to_error()) + "\n")
-        else:
+        out(f"## Refused: {ex['title']}\n   {_show(ex['source'])}\n")
+        answer = await explorer.explore(ex["source"], role)
+        if answer.ok:
             failures += 1
-            out("  accepted, but the demo expects a refusal\n")
+            out("   answered, but the demo expects a refusal\n")
+        else:
+            out("   " + json.dumps(answer.envelope["error"]) + "\n")
     return 0 if failures == 0 else 1

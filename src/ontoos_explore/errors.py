@@ -52,7 +52,7 @@ class Codes:
     RELATION_NOT_FOLLOWED = _c("EX204", VALIDATION, "UNKNOWN_RELATION", "a column names a relation not followed")
     DUPLICATE_RELATION = _c("EX205", VALIDATION, "UNSUPPORTED_QUERY", "a relation is followed twice")
     UNKNOWN_READ_SET = _c("EX207", VALIDATION, "UNKNOWN_READ_SET", "not a read set of the contract")
-    UNKNOWN_ORDER_KEY = _c("EX206", VALIDATION, "UNKNOWN_FIELD", "order by names neither an alias nor a readable column")
+    # EX206: unused, reserved
 
     # EX3xx: the exploration is well-formed but means something unsupported
     TYPE_MISMATCH = _c("EX301", VALIDATION, "TYPE_MISMATCH", "a literal does not fit its column's type")
@@ -63,6 +63,7 @@ class Codes:
     INVALID_LIMIT = _c("EX306", VALIDATION, "UNSUPPORTED_QUERY", "limit below 1")
     ORDER_NOT_GROUPED = _c("EX307", VALIDATION, "UNSUPPORTED_QUERY", "order by a column outside group by")
     NO_FIELDS = _c("EX308", VALIDATION, "UNSUPPORTED_QUERY", "no fields")
+    VALUE_REJECTED = _c("EX309", VALIDATION, "TYPE_MISMATCH", "PostgreSQL refused a value (SQLSTATE class 22)")
 
     # EX4xx: a budget of the role or dataset is exceeded
     TOO_MANY_FIELDS = _c("EX401", POLICY, "QUERY_BUDGET_EXCEEDED", "more fields than max_fields")
@@ -74,14 +75,22 @@ class Codes:
     LIMIT_OVER_BUDGET = _c("EX407", POLICY, "QUERY_BUDGET_EXCEEDED", "limit above the row budget (clamp_limit off)")
     INPUT_TOO_LARGE = _c("EX408", POLICY, "QUERY_BUDGET_EXCEEDED", "the input text is too long")
     TOO_DEEP = _c("EX409", POLICY, "QUERY_BUDGET_EXCEEDED", "predicates nested too deeply")
+    TIME_BUDGET = _c("EX410", POLICY, "QUERY_BUDGET_EXCEEDED", "the statement ran past the role's timeout_ms")
+    COST_BUDGET = _c("EX411", POLICY, "QUERY_BUDGET_EXCEEDED", "the planner's cost estimate is above max_cost")
 
     # EX5xx: who is asking
     UNKNOWN_ROLE = _c("EX501", AUTH, "AUTH_SCOPE_DENIED", "the role is not in the contract")
+
+    # EX6xx: the database
+    UPSTREAM_UNAVAILABLE = _c("EX601", NETWORK, "UPSTREAM_UNAVAILABLE", "PostgreSQL cannot be reached")
 
     # EX9xx: not the caller's fault
     INTERNAL_ERROR = _c("EX901", INTERNAL, "INTERNAL_ERROR", "an unexpected failure")
     CONTRACT_INVALID = _c("EX902", INTERNAL, "CONTRACT_INVALID", "the contract file is invalid")
     GUARD_VIOLATION = _c("EX903", INTERNAL, "INTERNAL_ERROR", "the guard refused compiled SQL (a policy bug)")
+    DATABASE_DENIED = _c("EX904", INTERNAL, "INTERNAL_ERROR", "PostgreSQL's grants refused a read (the third wall held)")
+    DATABASE_ERROR = _c("EX905", INTERNAL, "INTERNAL_ERROR", "PostgreSQL failed in an unexpected way")
+    DATABASE_SETUP = _c("EX906", INTERNAL, "DATABASE_SETUP", "the database lacks what the contract needs (roles)")
 
 
 def all_codes() -> list[ErrorCode]:
@@ -168,6 +177,18 @@ class BudgetError(ExploreError):
 
 class AuthError(ExploreError):
     """Who is asking: unknown role, missing scope."""
+
+
+class UpstreamError(ExploreError):
+    """The database is down, restarting, or out of connections."""
+
+    def __init__(self, message: str = "the database is unavailable", *, reason: str | None = None) -> None:
+        super().__init__(
+            Codes.UPSTREAM_UNAVAILABLE,
+            message,
+            hint="this is temporary: retry in a few seconds",
+            reason=reason,
+        )
 
 
 class ContractError(ExploreError):

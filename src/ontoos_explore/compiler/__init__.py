@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from ..policy.bound import BoundExploration, Budget
+from ..policy.bound import BoundExploration, Budget, Col
 from ..types import Value
 from . import fingerprint as fp
 from .sqlgen import generate
@@ -35,6 +35,9 @@ class CompiledQuery:
     shape: str  # the exploration with literals removed (what the fingerprint hashes)
     normalized: str  # the exploration in canonical text form, literals included
     columns: tuple[str, ...]  # output column names, in the order asked
+    sources: tuple[tuple[str, str] | None, ...]  # per output column: the (dataset, column) it reads; None for count()
+    datasets: tuple[str, ...]  # contract names of the datasets read: the root, then each joined one
+    relations: tuple[str, ...]  # contract names of the relations followed, in order
     limit: int  # rows returned at most; the SQL fetches one more
     notes: tuple[str, ...]
     budget: Budget
@@ -65,6 +68,11 @@ def json_value(v: Value) -> Any:
     return v
 
 
+def _source(expr) -> tuple[str, str] | None:
+    col = expr if isinstance(expr, Col) else expr.col
+    return None if col is None else (col.source.dataset, col.name)
+
+
 def compile_plan(plan: BoundExploration) -> CompiledQuery:
     sql, em = generate(plan)
     return CompiledQuery(
@@ -75,6 +83,9 @@ def compile_plan(plan: BoundExploration) -> CompiledQuery:
         shape=fp.shape(plan),
         normalized=fp.normalized(plan),
         columns=plan.columns,
+        sources=tuple(_source(f.expr) for f in plan.fields),
+        datasets=tuple(s.dataset for s in plan.sources),
+        relations=tuple(j.relation for j in plan.joins),
         limit=plan.limit,
         notes=plan.notes,
         budget=plan.budget,

@@ -1,0 +1,1 @@
+"""Engine: execution on PostgreSQL, the embedded server and the demo lakehouse."""

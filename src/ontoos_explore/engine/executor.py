@@ -1,0 +1,253 @@
+"""Engine, execution: CompiledQuery -> Outcome, on PostgreSQL through psycopg 3.
+
+Each exploration runs in its own READ ONLY transaction whose budgets
+(statement, lock and idle timeouts) and database role are set with one
+`set_config(..., true)` statement, sent with BEGIN, the query and ROLLBACK in
+one pipeline: a single round trip (two when the cost is checked first).
+The query text is exactly the guarded text, sent with the extended protocol
+(`binary=True` forces it even without parameters), so no second statement
+can ride along. Connections pin `search_path`, `standard_conforming_strings`
+and `TimeZone` at connect time, at no per-query cost.
+
+PostgreSQL's error texts never reach the caller (they can carry data
+values): SQLSTATEs are translated into envelopes in `translate()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg import errors as pgerr
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from ..compiler import CompiledQuery
+from ..contract import Contract
+from ..errors import Codes, ExploreError, InternalError, UpstreamError
+from ..names import quote_list
+from .rows import json_rows
+from .settings import Settings
+
+log = logging.getLogger("ontoos_explore.engine")
+
+# Static statements; the only variable SQL is the guarded exploration text.
+BEGIN = "BEGIN READ ONLY"
+END = "ROLLBACK"
+BUDGET = ("SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true), "
+          "set_config('idle_in_transaction_session_timeout', $3, true)")
+BUDGET_AND_ROLE = BUDGET + ", set_config('role', $4, true)"
+EXPLAIN = "EXPLAIN (FORMAT JSON) "  # prefixed to the guarded text, byte for byte
+
+CONNECT_OPTIONS = " ".join(
+    f"-c {k}={v}"
+    for k, v in {
+        "search_path": "pg_catalog,pg_temp",
+        "standard_conforming_strings": "on",
+        "TimeZone": "UTC",
+        "default_transaction_read_only": "on",
+        "application_name": "ontoos-explore",
+        "statement_timeout": "60000",  # a ceiling; each exploration sets its own, lower
+        "idle_in_transaction_session_timeout": "60000",
+    }.items()
+)
+CLIENT_MARGIN_S = 2.0  # past the statement timeout, the client gives up and cancels
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    rows: list[list[Any]]
+    truncated: bool
+    masked_columns: list[str]
+    elapsed_ms: float
+    cost: float | None = None  # the planner's estimate, when it was asked
+    plan_tables: list[str] = field(default_factory=list)  # datasets the plan scans (dry runs)
+
+
+async def open_pool(dsn: str, settings: Settings) -> AsyncConnectionPool:
+    """A pool of autocommit connections with the session settings pinned.
+
+    It opens in the background: a database that is down makes calls wait
+    `pool_timeout_s` and answer UPSTREAM_UNAVAILABLE, never blocks start-up."""
+    pool = AsyncConnectionPool(
+        dsn,
+        min_size=settings.pool_min,
+        max_size=settings.pool_max,
+        kwargs={"autocommit": True, "options": CONNECT_OPTIONS, "cursor_factory": psycopg.AsyncRawCursor},
+        check=AsyncConnectionPool.check_connection,
+        timeout=settings.pool_timeout_s,
+        reconnect_timeout=24 * 3600,
+        name="ontoos-explore",
+        open=False,
+    )
+    await pool.open(wait=False)
+    return pool
+
+
+class Executor:
+    def __init__(self, pool: AsyncConnectionPool, contract: Contract, settings: Settings) -> None:
+        self.pool = pool
+        self.contract = contract
+        self.settings = settings
+        self._by_table = {(d.schema_name, d.table_name): d for d in contract.datasets.values()}
+
+    def db_role(self, role_name: str) -> str:
+        return f"{self.settings.role_prefix}{role_name}"
+
+    def cost_ceiling(self, q: CompiledQuery) -> float | None:
+        """The role's max_cost; heavy datasets are always checked (with a default ceiling)."""
+        ceiling = q.budget.max_cost
+        if ceiling is None and any(self.contract.dataset(d).heavy for d in q.datasets):
+            ceiling = self.settings.heavy_max_cost
+        return ceiling
+
+    def masked(self, q: CompiledQuery) -> set[int]:
+        """Positions of output columns that read a secret column: defense in depth."""
+        out = set()
+        for i, src in enumerate(q.sources):
+            if src is not None:
+                col = self.contract.dataset(src[0]).column(src[1])
+                if col is None or col.secret:
+                    out.add(i)
+        return out
+
+    async def run(self, q: CompiledQuery, *, dry_run: bool = False) -> Outcome:
+        """Run (or, with dry_run, only plan) one compiled exploration."""
+        started = time.perf_counter()
+        timeout_s = q.budget.timeout_ms / 1000 + CLIENT_MARGIN_S
+        try:
+            async with self.pool.connection(timeout=self.settings.pool_timeout_s) as conn:
+                try:
+                    return await asyncio.wait_for(self._transaction(conn, q, dry_run, started), timeout_s)
+                except (asyncio.CancelledError, TimeoutError):
+                    await asyncio.shield(_cancel(conn))
+                    raise
+                except psycopg.Error:
+                    await _rollback(conn)
+                    raise
+        except TimeoutError:
+            raise time_budget(q) from None
+        except (psycopg.Error, PoolTimeout) as e:
+            raise translate(e, q) from None
+
+    async def _transaction(self, conn, q: CompiledQuery, dry_run: bool, started: float) -> Outcome:
+        t = q.budget.timeout_ms
+        budget = [str(t), str(max(1, min(t // 2, 2000))), str(t * 2)]
+        sql_budget = BUDGET
+        if self.settings.query_roles:
+            budget.append(self.db_role(q.budget.role))
+            sql_budget = BUDGET_AND_ROLE
+        params = list(q.params)
+        ceiling = self.cost_ceiling(q)
+        control, query = conn.cursor(), conn.cursor()
+        cost, tables = None, []
+        async with conn.pipeline():
+            await control.execute(BEGIN)
+            await control.execute(sql_budget, budget)
+            if ceiling is not None or dry_run:
+                await query.execute(EXPLAIN + q.sql, params, binary=True)
+                plan = (await query.fetchone())[0][0]["Plan"]
+                cost, tables = plan["Total Cost"], self._scanned(plan)
+                if dry_run or cost > ceiling:
+                    await control.execute(END)
+                    if dry_run:
+                        return Outcome([], False, [], _ms(started), cost, [d for d, _ in tables])
+                    raise cost_budget(q, cost, ceiling, tables[0][0] if tables else q.datasets[0], self.contract)
+            await query.execute(q.sql, params, binary=True)
+            await control.execute(END)
+            rows = await query.fetchall()
+        truncated = len(rows) > q.limit
+        masked = self.masked(q)
+        return Outcome(
+            rows=json_rows(rows[: q.limit], masked),
+            truncated=truncated,
+            masked_columns=[q.columns[i] for i in sorted(masked)],
+            elapsed_ms=_ms(started),
+            cost=cost,
+        )
+
+    def _scanned(self, plan: dict) -> list[tuple[str, float]]:
+        """Datasets the plan scans, the costliest first."""
+        found: dict[str, float] = {}
+        stack = [plan]
+        while stack:
+            node = stack.pop()
+            ds = self._by_table.get((node.get("Schema"), node.get("Relation Name")))
+            if ds is not None:
+                found[ds.name] = max(found.get(ds.name, 0.0), float(node.get("Total Cost", 0.0)))
+            stack.extend(node.get("Plans", ()))
+        return sorted(found.items(), key=lambda kv: -kv[1])
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
+async def _cancel(conn) -> None:
+    """Cancel the running statement on the server; the pool then drops the connection."""
+    try:
+        await conn.cancel_safe(timeout=2.0)
+    except Exception:  # the connection may be gone already; the pool discards it either way
+        log.debug("cancel failed", exc_info=True)
+
+
+async def _rollback(conn) -> None:
+    try:
+        if not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            await conn.rollback()
+    except psycopg.Error:
+        log.debug("rollback after a failed exploration failed", exc_info=True)
+
+
+# ---------------------------------------------------------------- translation
+
+
+def time_budget(q: CompiledQuery) -> ExploreError:
+    return ExploreError(
+        Codes.TIME_BUDGET,
+        f"the exploration ran longer than its time budget of {q.budget.timeout_ms} ms",
+        hint="add a filter, follow fewer relations, or lower the limit "
+        f"(role {q.budget.role} may run {q.budget.timeout_ms} ms)",
+        reason="STATEMENT_TIMEOUT",
+    )
+
+
+def cost_budget(q: CompiledQuery, cost: float, ceiling: float, dataset: str, contract: Contract) -> ExploreError:
+    ds = contract.dataset(dataset)
+    keys = {c for r in contract.relations.values() for c in (r.join if r.from_ == ds.name else {})}
+    keys |= {c for r in contract.relations.values() for c in (r.join.values() if r.to == ds.name else ())}
+    useful = [c.name for c in ds.readable_columns() if c.type == "enum" or c.name in keys][:4]
+    return ExploreError(
+        Codes.COST_BUDGET,
+        f"the planner estimates a cost of {cost:,.0f}, above the budget of {ceiling:,.0f} for role {q.budget.role}",
+        hint=f"most of it is reading {ds.name}: filter {ds.name}"
+        + (f" (e.g. on {quote_list(useful)})" if useful else "")
+        + ", follow fewer relations, or lower the limit",
+        reason="COST_BUDGET",
+    )
+
+
+def translate(e: BaseException, q: CompiledQuery) -> ExploreError:
+    """A psycopg or pool failure -> an envelope error. Never the server's text."""
+    if isinstance(e, PoolTimeout):
+        return UpstreamError("no database connection is available", reason="POOL_TIMEOUT")
+    state = getattr(e, "sqlstate", None) or ""
+    if isinstance(e, (pgerr.QueryCanceled, pgerr.LockNotAvailable)):
+        return time_budget(q)
+    if isinstance(e, pgerr.InsufficientPrivilege):
+        log.error("the database refused a read for %s (%s): the third wall held", q.fingerprint, q.shape)
+        return InternalError("the exploration could not be run", reason="DATABASE_DENIED", code=Codes.DATABASE_DENIED)
+    if state.startswith("22"):
+        return ExploreError(
+            Codes.VALUE_REJECTED,
+            "PostgreSQL could not use one of the values",
+            hint="check the literals against the column types (ontoos catalog DATASET)",
+            reason=f"SQLSTATE_{state}",
+        )
+    if isinstance(e, psycopg.OperationalError) or state[:2] in ("08", "53", "57"):
+        return UpstreamError(reason=f"SQLSTATE_{state or 'NONE'}")
+    log.error("unexpected database failure for %s: %s SQLSTATE %s", q.fingerprint, type(e).__name__, state)
+    return InternalError("the exploration failed in the database", reason=f"SQLSTATE_{state}", code=Codes.DATABASE_ERROR)

@@ -1,0 +1,73 @@
+"""Engine, the third wall: Contract -> the PostgreSQL roles and column grants that mirror it.
+
+One NOLOGIN role per contract role (`<prefix><role>`), granted SELECT on
+exactly the allowed columns of its read sets (readable columns plus the join
+and always-filter columns: the same set the guard allows, from allowed.py).
+The executor does `SET LOCAL ROLE` to it in each transaction, so a secret
+column referenced anywhere fails in PostgreSQL itself (42501) even if both
+walls above it failed.
+
+The statements are composed with psycopg.sql (identifiers quoted by the
+driver) from contract names only.
+"""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg import sql
+
+from ..allowed import allowed_for_role
+from ..contract import Contract
+
+
+def role_statements(contract: Contract, prefix: str) -> list[tuple[str, sql.Composed]]:
+    """(database role, statement) pairs: reset, then grant, per contract role."""
+    out: list[tuple[str, sql.Composed]] = []
+    schemas = sorted({d.schema_name for d in contract.datasets.values()})
+    for role in sorted(contract.roles.values(), key=lambda r: r.name):
+        db_role = f"{prefix}{role.name}"
+        ident = sql.Identifier(db_role)
+        for schema in schemas:
+            # revoking the table privilege revokes its column privileges too
+            out.append((db_role, sql.SQL("REVOKE ALL ON ALL TABLES IN SCHEMA {} FROM {}").format(sql.Identifier(schema), ident)))
+            out.append((db_role, sql.SQL("REVOKE USAGE ON SCHEMA {} FROM {}").format(sql.Identifier(schema), ident)))
+        allowed = allowed_for_role(contract, role)
+        for schema in sorted({s for s, _ in allowed.relations}):
+            out.append((db_role, sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(schema), ident)))
+        for (schema, table), columns in sorted(allowed.relations.items()):
+            cols = sql.SQL(", ").join(sql.Identifier(c) for c in sorted(columns))
+            out.append((db_role, sql.SQL("GRANT SELECT ({}) ON {} TO {}").format(cols, sql.Identifier(schema, table), ident)))
+        # lets a non-superuser login SET ROLE to it
+        out.append((db_role, sql.SQL("GRANT {} TO CURRENT_USER").format(ident)))
+    return out
+
+
+def script(contract: Contract, prefix: str) -> str:
+    """The whole grant script as text, for a DBA to read or run."""
+    lines = [f"-- ontoos-explore grants for contract {contract.hash}"]
+    created = set()
+    for db_role, stmt in role_statements(contract, prefix):
+        if db_role not in created:
+            created.add(db_role)
+            lines.append(sql.SQL("CREATE ROLE {} NOLOGIN;").format(sql.Identifier(db_role)).as_string(None))
+        lines.append(stmt.as_string(None) + ";")
+    return "\n".join(lines) + "\n"
+
+
+def apply(conn: psycopg.Connection, contract: Contract, prefix: str) -> list[str]:
+    """Create missing roles and (re)grant, in one transaction. Returns the roles."""
+    roles: list[str] = []
+    with conn.transaction():
+        with conn.cursor() as cur:
+            for db_role, stmt in role_statements(contract, prefix):
+                if db_role not in roles:
+                    roles.append(db_role)
+                    cur.execute("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s", [db_role])
+                    if cur.fetchone() is None:
+                        cur.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(db_role)))
+                try:
+                    with conn.transaction():  # a savepoint, so one refusal does not abort the rest
+                        cur.execute(stmt)
+                except psycopg.errors.InvalidGrantOperation:
+                    pass  # GRANT role TO CURRENT_USER where the membership exists already
+    return roles

@@ -1,0 +1,105 @@
+"""Service: source + role -> result envelope. What every surface calls.
+
+    envelope = await explorer.explore({"dataset": "...", "fields": [...]}, role="analyst")
+
+Compile (parse, bind, compile, guard), execute on PostgreSQL, and render the
+success envelope of DESIGN.md; any refusal or failure becomes the error
+envelope. Nothing raises out of `explore()`: an unexpected exception is
+logged here with its traceback and answered as INTERNAL_ERROR.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from .compiler import CompiledQuery
+from .contract import Contract
+from .engine.executor import Executor, Outcome
+from .errors import ExploreError, InternalError
+from .pipeline import compile_exploration
+
+log = logging.getLogger("ontoos_explore.service")
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+@dataclass
+class Answer:
+    """One exploration's envelope, plus what the audit needs (never rendered)."""
+
+    envelope: dict[str, Any]
+    compiled: CompiledQuery | None = None
+    error: ExploreError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def success_envelope(q: CompiledQuery, out: Outcome, exploration_id: str) -> dict[str, Any]:
+    return {
+        "ok": True,
+        "data": {"columns": list(q.columns), "rows": out.rows},
+        "meta": {
+            "exploration_id": exploration_id,
+            "fingerprint": q.fingerprint,
+            "rows": len(out.rows),
+            "truncated": out.truncated,
+            "limit": q.limit,
+            "elapsed_ms": out.elapsed_ms,
+            "masked_columns": out.masked_columns,
+            "notes": list(q.notes),
+            "contract_hash": q.contract_hash,
+        },
+    }
+
+
+def plan_envelope(q: CompiledQuery, out: Outcome, exploration_id: str) -> dict[str, Any]:
+    """A dry run: what would be read, by contract name, and what it would cost."""
+    return {
+        "ok": True,
+        "data": {
+            "plan": {
+                "datasets": list(q.datasets),
+                "relations": list(q.relations),
+                "columns": list(q.columns),
+                "limit": q.limit,
+                "estimated_cost": out.cost,
+                "max_cost": q.budget.max_cost,
+                "timeout_ms": q.budget.timeout_ms,
+            }
+        },
+        "meta": {
+            "exploration_id": exploration_id,
+            "fingerprint": q.fingerprint,
+            "dry_run": True,
+            "notes": list(q.notes),
+            "contract_hash": q.contract_hash,
+        },
+    }
+
+
+class Explorer:
+    def __init__(self, contract: Contract, executor: Executor) -> None:
+        self.contract = contract
+        self.executor = executor
+
+    async def explore(self, source: Any, role: str, *, dry_run: bool = False) -> Answer:
+        exploration_id = new_id()
+        compiled = None
+        try:
+            compiled = compile_exploration(source, self.contract, role)
+            out = await self.executor.run(compiled, dry_run=dry_run)
+            render = plan_envelope if dry_run else success_envelope
+            return Answer(render(compiled, out, exploration_id), compiled)
+        except ExploreError as e:
+            return Answer(e.to_envelope(exploration_id=exploration_id, contract_hash=self.contract.hash), compiled, e)
+        except Exception:
+            log.exception("exploration %s failed unexpectedly", exploration_id)
+            e = InternalError(reason="UNEXPECTED")
+            return Answer(e.to_envelope(exploration_id=exploration_id, contract_hash=self.contract.hash), compiled, e)

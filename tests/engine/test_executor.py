@@ -1,0 +1,224 @@
+"""Engine, execution on the real PostgreSQL with the demo lakehouse (no mocks)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import psycopg
+import pytest
+
+from ontoos_explore import compile_exploration
+from ontoos_explore.engine.demo_data import SECRET_MARKER
+from ontoos_explore.engine.executor import BEGIN, BUDGET, END, Executor, open_pool
+from ontoos_explore.engine.rows import MASK
+from ontoos_explore.engine.settings import Settings
+from ontoos_explore.service import Explorer
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def explorer(pg_dsn, demo):
+    settings = Settings(dsn=pg_dsn, pool_max=4, pool_timeout_s=5)
+    pool = await open_pool(pg_dsn, settings)
+    try:
+        yield Explorer(demo, Executor(pool, demo, settings))
+    finally:
+        await pool.close()
+
+
+def direct(dsn: str, sql: str, params=()) -> list[tuple]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+async def test_rows_match_a_hand_written_query(explorer, pg_dsn):
+    answer = await explorer.explore(
+        "explore workloads fields namespace, count() as n where kind = 'Deployment' group by namespace "
+        "order by namespace limit 100", "analyst")
+    assert answer.ok, answer.envelope
+    expected = direct(pg_dsn, "SELECT namespace, count(*) FROM lake.k8s_workloads "
+                              "WHERE kind = 'Deployment' AND NOT is_deleted GROUP BY namespace ORDER BY namespace")
+    assert answer.envelope["data"]["rows"] == [[ns, n] for ns, n in expected]
+    assert answer.envelope["data"]["columns"] == ["namespace", "n"]
+
+
+async def test_always_filter_hides_rows(explorer, pg_dsn):
+    answer = await explorer.explore("explore workloads fields count()", "analyst")
+    (visible,) = direct(pg_dsn, "SELECT count(*) FROM lake.k8s_workloads WHERE NOT is_deleted")[0:1]
+    (everything,) = direct(pg_dsn, "SELECT count(*) FROM lake.k8s_workloads")[0:1]
+    assert answer.envelope["data"]["rows"] == [[visible[0]]]
+    assert visible[0] < everything[0]
+
+
+async def test_truncation_fetches_one_more(explorer, pg_dsn):
+    answer = await explorer.explore("explore hosts fields hostname order by hostname limit 5", "analyst")
+    meta = answer.envelope["meta"]
+    assert (meta["rows"], meta["truncated"], meta["limit"]) == (5, True, 5)
+    (total,) = direct(pg_dsn, "SELECT count(*) FROM lake.hosts")[0]
+    whole = await explorer.explore(f"explore hosts fields hostname limit {total}", "analyst")
+    assert (whole.envelope["meta"]["rows"], whole.envelope["meta"]["truncated"]) == (total, False)
+
+
+async def test_values_are_json_safe_and_typed_consistently(explorer):
+    answer = await explorer.explore(
+        "explore hosts fields hostname, vcpus, memory_gb, launched_at, decommissioned "
+        "order by host_id limit 3", "analyst")
+    rows = answer.envelope["data"]["rows"]
+    json.dumps(answer.envelope)
+    for hostname, vcpus, memory_gb, launched_at, decommissioned in rows:
+        assert isinstance(hostname, str) and isinstance(vcpus, int) and isinstance(decommissioned, bool)
+        assert isinstance(memory_gb, str) and float(memory_gb) > 0  # numeric: always an exact string
+        assert launched_at[:4].isdigit() and "T" in launched_at  # ISO 8601
+
+
+async def test_success_envelope_shape(explorer):
+    answer = await explorer.explore("explore projects fields name limit 2", "viewer")
+    env = answer.envelope
+    assert env["ok"] is True and set(env) == {"ok", "data", "meta"}
+    assert set(env["meta"]) == {"exploration_id", "fingerprint", "rows", "truncated", "limit", "elapsed_ms",
+                                "masked_columns", "notes", "contract_hash"}
+    assert env["meta"]["elapsed_ms"] > 0 and env["meta"]["masked_columns"] == []
+
+
+async def test_refusals_come_back_as_envelopes(explorer):
+    answer = await explorer.explore("explore workloads fields env_dump", "analyst")
+    assert not answer.ok and answer.envelope["error"]["subtype"] == "UNKNOWN_FIELD"
+    assert answer.envelope["meta"]["exploration_id"]
+
+
+async def test_dry_run_plans_without_reading(explorer):
+    answer = await explorer.explore(
+        "explore workloads via containers fields name, containers.name where namespace = 'prod' limit 5000",
+        "analyst", dry_run=True)
+    plan = answer.envelope["data"]["plan"]
+    assert plan["datasets"] == ["workloads", "containers"] and plan["relations"] == ["containers"]
+    assert plan["limit"] == 500 and plan["estimated_cost"] > 0
+    assert "rows" not in answer.envelope["data"]
+    assert any("lowered to 500" in n for n in answer.envelope["meta"]["notes"])
+
+
+async def test_cost_budget_refuses_with_a_helpful_hint(pg_dsn, demo):
+    settings = Settings(dsn=pg_dsn, pool_max=2)
+    pool = await open_pool(pg_dsn, settings)
+    try:
+        executor = Executor(pool, demo, settings)
+        q = compile_exploration("explore table_refs via table fields file_path, table.table_name "
+                                "where confidence >= 0.1 limit 300", demo, "analyst")
+        q = dataclasses.replace(q, budget=dataclasses.replace(q.budget, max_cost=1.0))
+        with pytest.raises(Exception) as info:
+            await executor.run(q)
+        err = info.value
+        assert (err.subtype, err.code) == ("QUERY_BUDGET_EXCEEDED", "EX411")
+        assert "table_refs" in err.hint and "1" in err.message
+        # the connection is healthy afterwards
+        ok = compile_exploration("explore hosts fields hostname limit 1", demo, "analyst")
+        assert len((await executor.run(ok)).rows) == 1
+    finally:
+        await pool.close()
+
+
+async def test_heavy_datasets_are_always_cost_checked(pg_dsn, demo):
+    settings = Settings(dsn=pg_dsn, pool_max=2, heavy_max_cost=1.0)
+    pool = await open_pool(pg_dsn, settings)
+    try:
+        executor = Executor(pool, demo, settings)
+        q = compile_exploration("explore configs fields key where source = 'env'", demo, "analyst")
+        q = dataclasses.replace(q, budget=dataclasses.replace(q.budget, max_cost=None))
+        assert executor.cost_ceiling(q) == 1.0
+        with pytest.raises(Exception) as info:
+            await executor.run(q)
+        assert info.value.code == "EX411" and "configs" in info.value.hint
+    finally:
+        await pool.close()
+
+
+async def test_the_database_is_the_third_wall(pg_dsn, demo):
+    """Both walls above bypassed by hand: PostgreSQL's grants still refuse the secret column."""
+    settings = Settings(dsn=pg_dsn, pool_max=2)
+    pool = await open_pool(pg_dsn, settings)
+    try:
+        executor = Executor(pool, demo, settings)
+        q = compile_exploration("explore workloads fields name limit 3", demo, "analyst")
+        bad = dataclasses.replace(q, sql=q.sql.replace('"t0"."name" AS', '"t0"."env_dump" AS'))
+        with pytest.raises(Exception) as info:
+            await executor.run(bad)
+        err = info.value
+        assert (err.type, err.code, err.reason) == ("internal", "EX904", "DATABASE_DENIED")
+        assert SECRET_MARKER not in json.dumps(err.to_envelope()) and "env_dump" not in json.dumps(err.to_envelope())
+    finally:
+        await pool.close()
+
+
+async def test_secret_columns_are_masked_in_output_as_defense_in_depth(pg_dsn, demo):
+    """With query roles off (a misconfiguration) and the SQL tampered, the mask still holds."""
+    settings = Settings(dsn=pg_dsn, pool_max=2, query_roles=False)
+    pool = await open_pool(pg_dsn, settings)
+    try:
+        executor = Executor(pool, demo, settings)
+        q = compile_exploration("explore workloads fields name, cluster limit 3", demo, "analyst")
+        bad = dataclasses.replace(q, sql=q.sql.replace('"t0"."cluster" AS', '"t0"."env_dump" AS'),
+                                  sources=(("workloads", "name"), ("workloads", "env_dump")))
+        out = await executor.run(bad)
+        assert out.masked_columns == ["cluster"] and all(row[1] == MASK for row in out.rows)
+        assert SECRET_MARKER not in json.dumps(out.rows)
+    finally:
+        await pool.close()
+
+
+async def test_every_session_setting_is_pinned(pg_dsn, demo):
+    settings = Settings(dsn=pg_dsn, pool_max=1)
+    pool = await open_pool(pg_dsn, settings)
+    try:
+        async with pool.connection() as conn:
+            cur = conn.cursor()
+            await cur.execute("SELECT current_setting('search_path'), current_setting('standard_conforming_strings'), "
+                              "current_setting('TimeZone'), current_setting('default_transaction_read_only')")
+            assert await cur.fetchone() == ("pg_catalog,pg_temp", "on", "UTC", "on")
+            # the budget statement sets the role and timeouts for one transaction only
+            await cur.execute(BEGIN)
+            await cur.execute(BUDGET + ", set_config('role', $4, true)", ["1234", "500", "2468", "ontoos_q_viewer"])
+            await cur.execute("SELECT current_user, current_setting('statement_timeout')")
+            assert await cur.fetchone() == ("ontoos_q_viewer", "1234ms")
+            await cur.execute(END)
+            await cur.execute("SELECT current_user <> 'ontoos_q_viewer'")
+            assert (await cur.fetchone())[0]
+    finally:
+        await pool.close()
+
+
+async def test_a_second_statement_cannot_ride_along(pg_dsn, demo):
+    """Explorations use the extended protocol even without parameters: one statement only."""
+    settings = Settings(dsn=pg_dsn, pool_max=1, query_roles=False)
+    pool = await open_pool(pg_dsn, settings)
+    try:
+        executor = Executor(pool, demo, settings)
+        q = compile_exploration("explore images fields repository limit 1", demo, "analyst")
+        assert q.params == ()
+        smuggled = dataclasses.replace(q, sql=q.sql + "; SELECT 1")
+        with pytest.raises(Exception) as info:
+            await executor.run(smuggled)
+        assert info.value.type == "internal"
+    finally:
+        await pool.close()
+
+
+async def test_no_output_ever_carries_a_secret(explorer, demo):
+    """Every golden and demo exploration, run for every role: no secret marker anywhere."""
+    import yaml
+
+    from ontoos_explore.demo import load_examples
+
+    from ..conftest import CASES
+
+    sources = [c["source"] for c in yaml.safe_load((CASES / "golden.yaml").read_text())]
+    examples = load_examples()
+    sources += [e["source"] for e in examples["examples"] + examples["refusals"]]
+    answered = 0
+    for role in demo.roles:
+        for source in sources:
+            answer = await explorer.explore(source, role)
+            answered += answer.ok
+            assert SECRET_MARKER not in json.dumps(answer.envelope)
+    assert answered > len(sources)

@@ -1,0 +1,219 @@
+"""Engine, faults on a PostgreSQL of the test's own: timeouts, outage and restart,
+cancellation, and 200 mixed explorations without a leaked connection.
+
+The slow dataset is a view over pg_sleep that only this fixture creates:
+pg_sleep never goes through the language.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import warnings
+
+import psycopg
+import pytest
+
+from ontoos_explore.contract import parse_contract
+from ontoos_explore.engine import grants
+from ontoos_explore.engine.executor import Executor, open_pool
+from ontoos_explore.engine.settings import Settings
+from ontoos_explore.service import Explorer
+
+pytestmark = pytest.mark.anyio
+
+CONTRACT = """
+version: 1
+datasets:
+  things:
+    relation: faults.things
+    columns:
+      id:    {type: integer}
+      label: {type: text}
+      token: {type: text, secret: true}
+  slow:
+    relation: faults.slow_things
+    columns:
+      id:    {type: integer}
+      label: {type: text}
+read_sets:
+  all: [things, slow]
+roles:
+  hasty:   {read_sets: [all], timeout_ms: 300, max_rows: 100}
+  patient: {read_sets: [all], timeout_ms: 20000, max_rows: 100}
+"""
+PREFIX = "ontoos_f_"
+FIXTURE_SQL = [
+    "DROP SCHEMA IF EXISTS faults CASCADE",
+    "CREATE SCHEMA faults",
+    "CREATE TABLE faults.things (id integer PRIMARY KEY, label text, token text)",
+    "INSERT INTO faults.things SELECT g, 'thing ' || g, 'ONTOOS-SECRET-' || md5(g::text) FROM generate_series(1, 500) g",
+    # each row sleeps 50 ms: a whole scan takes seconds
+    "CREATE VIEW faults.slow_things AS SELECT id, label FROM faults.things WHERE pg_sleep(0.05) IS NOT NULL",
+]
+
+
+@pytest.fixture(scope="module")
+def contract():
+    return parse_contract(CONTRACT, "faults.yaml")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, contract):
+    """(pgserver instance, dsn) of a server this module may stop and start."""
+    from ontoos_explore.engine import embedded
+
+    srv = embedded.start(tmp_path_factory.mktemp("faults-pg"))
+    dsn = embedded.dsn_of(srv)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for stmt in FIXTURE_SQL:
+            conn.execute(stmt)
+    with psycopg.connect(dsn) as conn:
+        grants.apply(conn, contract, PREFIX)
+    return srv, dsn
+
+
+def settings_for(dsn: str, **kw) -> Settings:
+    return Settings(dsn=dsn, role_prefix=PREFIX, **{"pool_max": 4, "pool_timeout_s": 2, **kw})
+
+
+async def open_explorer(dsn, contract, **kw):
+    settings = settings_for(dsn, **kw)
+    pool = await open_pool(dsn, settings)
+    return pool, Explorer(contract, Executor(pool, contract, settings))
+
+
+def activity(dsn: str) -> list[tuple[str, str]]:
+    """(state, query) of this project's other backends."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute(
+            "SELECT state, query FROM pg_stat_activity WHERE application_name = 'ontoos-explore' "
+            "AND pid <> pg_backend_pid()").fetchall()
+
+
+async def settled(pool, timeout: float = 5.0) -> dict:
+    """Pool stats once every connection is back (or the timeout passes)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        stats = pool.get_stats()
+        if stats.get("pool_available", 0) == stats.get("pool_size", 0) or time.monotonic() > deadline:
+            return stats
+        await asyncio.sleep(0.05)
+
+
+async def test_a_statement_past_the_budget_is_killed_by_postgres(server, contract):
+    _, dsn = server
+    pool, explorer = await open_explorer(dsn, contract)
+    try:
+        started = time.perf_counter()
+        answer = await explorer.explore("explore slow fields id, label limit 100", "hasty")
+        elapsed = time.perf_counter() - started
+        err = answer.envelope["error"]
+        assert (err["subtype"], err["code"]) == ("QUERY_BUDGET_EXCEEDED", "EX410")
+        assert "300 ms" in err["message"] and "filter" in err["hint"]
+        assert elapsed < 2.0  # PostgreSQL stopped it, not the client's margin
+        assert "pg_sleep" not in json.dumps(answer.envelope)
+        # the pool is healthy: the next exploration on the same connection works
+        again = await explorer.explore("explore things fields id, label where id <= 3 limit 10", "hasty")
+        assert again.ok and again.envelope["meta"]["rows"] == 3
+        stats = await settled(pool)
+        assert stats["pool_available"] == stats["pool_size"]
+        assert not [a for a in activity(dsn) if a[0] != "idle"]
+    finally:
+        await pool.close()
+
+
+async def test_database_down_then_back(server, contract):
+    srv, dsn = server
+    import pgserver
+
+    pool, explorer = await open_explorer(dsn, contract, pool_timeout_s=1)
+    try:
+        assert (await explorer.explore("explore things fields id limit 1", "patient")).ok
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pgserver.pg_ctl(["-w", "stop", "-m", "fast"], pgdata=srv.pgdata, user=srv.system_user)
+        down = await explorer.explore("explore things fields id limit 1", "patient")
+        err = down.envelope["error"]
+        assert (err["type"], err["subtype"], err["code"]) == ("network", "UPSTREAM_UNAVAILABLE", "EX601")
+        assert "retry" in err["hint"]
+        srv.ensure_postgres_running()
+        back = None
+        for _ in range(40):  # the first call after the restart must work, at the latest once the pool reconnects
+            back = await explorer.explore("explore things fields id limit 1", "patient")
+            if back.ok:
+                break
+            await asyncio.sleep(0.25)
+        assert back.ok, back.envelope
+    finally:
+        await pool.close()
+        srv.ensure_postgres_running()
+
+
+async def test_a_database_that_is_not_there_is_upstream_unavailable(contract, tmp_path):
+    dsn = f"postgresql://postgres@/postgres?host={tmp_path}&connect_timeout=1"
+    pool, explorer = await open_explorer(dsn, contract, pool_timeout_s=0.5)
+    try:
+        answer = await explorer.explore("explore things fields id limit 1", "patient")
+        assert answer.envelope["error"]["subtype"] == "UPSTREAM_UNAVAILABLE"
+        assert str(tmp_path) not in json.dumps(answer.envelope)  # no connection details
+    finally:
+        await pool.close()
+
+
+async def test_a_cancelled_call_frees_its_connection(server, contract):
+    _, dsn = server
+    pool, explorer = await open_explorer(dsn, contract, pool_max=1)
+    try:
+        task = asyncio.create_task(explorer.explore("explore slow fields id limit 100", "patient"))
+        for _ in range(100):
+            if any("slow_things" in q for s, q in activity(dsn) if s == "active"):
+                break
+            await asyncio.sleep(0.02)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # the query is cancelled on the server, and the single connection comes back
+        deadline = time.monotonic() + 5
+        while any(s == "active" for s, _ in activity(dsn)) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert not any(s == "active" for s, _ in activity(dsn))
+        answer = await asyncio.wait_for(explorer.explore("explore things fields id limit 1", "patient"), 5)
+        assert answer.ok
+    finally:
+        await pool.close()
+
+
+async def test_200_mixed_explorations_leak_nothing(server, contract):
+    _, dsn = server
+    pool, explorer = await open_explorer(dsn, contract, pool_max=4)
+    kinds = {
+        "good": ("explore things fields id, label where id between 1 and 50 order by id limit 20", "patient"),
+        "refused": ("explore things fields token", "patient"),
+        "syntax": ("explore things fields", "patient"),
+        "timeout": ("explore slow fields id limit 100", "hasty"),
+    }
+    plan = [list(kinds)[i % 4] for i in range(200)]
+    sem = asyncio.Semaphore(16)
+
+    async def one(kind):
+        async with sem:
+            source, role = kinds[kind]
+            return kind, await explorer.explore(source, role)
+
+    try:
+        results = await asyncio.gather(*(one(k) for k in plan))
+        expected = {"good": None, "refused": "UNKNOWN_FIELD", "syntax": "SYNTAX_ERROR", "timeout": "QUERY_BUDGET_EXCEEDED"}
+        for kind, answer in results:
+            if expected[kind] is None:
+                assert answer.ok and answer.envelope["meta"]["rows"] == 20, answer.envelope
+            else:
+                assert answer.envelope["error"]["subtype"] == expected[kind], (kind, answer.envelope)
+            assert "ONTOOS-SECRET-" not in json.dumps(answer.envelope)
+        stats = await settled(pool)
+        assert stats["pool_size"] <= 4 and stats["pool_available"] == stats["pool_size"]
+        assert stats.get("requests_waiting", 0) == 0
+        assert not [a for a in activity(dsn) if a[0] in ("active", "idle in transaction", "idle in transaction (aborted)")]
+    finally:
+        await pool.close()
