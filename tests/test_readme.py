@@ -68,7 +68,9 @@ def role_commands() -> list:
         for argv in commands(body):
             if "--role" not in argv:
                 continue
-            if '"ok": false' in body:
+            if argv[1] == "explore" and "--format" in argv and "table" in argv:
+                found.append(("table", argv, body))
+            elif '"ok": false' in body:
                 shown = json.loads(body[body.index("{"):])
                 found.append(("refusal", argv, shown))
             elif i + 1 < len(bs) and bs[i + 1][0] == "json" and '"ok": true' in bs[i + 1][1]:
@@ -122,9 +124,23 @@ def test_readme_has_role_commands_of_both_kinds():
 
 
 @pytest.mark.parametrize("kind,argv,shown", ROLE_COMMANDS, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(ROLE_COMMANDS)])
-def test_readme_command_behaves_as_shown(kind, argv, shown, capsys):
-    assert kind in ("ok", "refusal"), f"README command shows no answer: {argv}"
+def test_readme_command_behaves_as_shown(kind, argv, shown, capsys, monkeypatch, request):
+    assert kind in ("ok", "refusal", "table"), f"README command shows no answer: {argv}"
     assert argv[0] == "ontoos"
+    if kind == "table":  # a run on the demo lakehouse: every line shown is printed (timing and "..." aside)
+        monkeypatch.setenv("ONTOOS_DSN", request.getfixturevalue("pg_dsn"))
+        assert main(argv[1:]) == 0
+        printed = capsys.readouterr().out.splitlines()
+        shown_lines = [line for line in shown.splitlines() if line and not line.startswith(("$", " "))]
+        assert shown_lines
+        for line in shown_lines:
+            if line.endswith(" ms"):
+                assert any(p.startswith(line.rsplit(",", 1)[0]) for p in printed), line
+            elif line.endswith("..."):
+                assert any(p.startswith(line[:-3].rstrip(", ")) for p in printed), line
+            else:
+                assert line in printed, line
+        return
     code = main(argv[1:])
     out, _ = capsys.readouterr()
     got = json.loads(out)

@@ -17,6 +17,11 @@ from typing import Any, NoReturn
 EXIT_OK, EXIT_INTERNAL, EXIT_REJECTED = 0, 1, 2
 
 
+def exit_code(error) -> int:
+    """2 when the caller's input was refused; 1 for anything else (the database, a bug)."""
+    return EXIT_REJECTED if error.type in ("validation", "policy", "auth") else EXIT_INTERNAL
+
+
 class UsageError(Exception):
     """A command line that cannot be read; rendered as an INVALID_REQUEST envelope."""
 
@@ -274,9 +279,7 @@ def cmd_explore(args) -> int:
         _emit(answer.envelope)
     else:
         print(render_result(answer.envelope))
-    if answer.ok:
-        return EXIT_OK
-    return EXIT_REJECTED if answer.error.type in ("validation", "policy", "auth") else EXIT_INTERNAL
+    return EXIT_OK if answer.ok else exit_code(answer.error)
 
 
 def render_result(env: dict[str, Any]) -> str:
@@ -356,7 +359,17 @@ def _attach_values(argv: list[str]) -> list[str]:
     return out
 
 
+def _quiet_libraries() -> None:
+    """The pool logs connection failures with socket paths and server texts: keep
+    them off a user's terminal (the envelope says what matters); ONTOOS_DEBUG shows them."""
+    import logging
+
+    if not os.environ.get("ONTOOS_DEBUG"):
+        logging.getLogger("psycopg").setLevel(logging.CRITICAL)
+
+
 def main(argv: list[str] | None = None) -> int:
+    _quiet_libraries()
     parser = build_parser()
     try:
         args = parser.parse_args(_attach_values(list(sys.argv[1:] if argv is None else argv)))
@@ -374,9 +387,8 @@ def main(argv: list[str] | None = None) -> int:
             _emit(e.to_envelope())
             return EXIT_INTERNAL
         if isinstance(e, ExploreError):
-            meta = {}
-            _emit(e.to_envelope(**meta))
-            return EXIT_REJECTED if e.type != "internal" else EXIT_INTERNAL
+            _emit(e.to_envelope())
+            return exit_code(e)
         if os.environ.get("ONTOOS_DEBUG"):
             raise
         _emit(InternalError(reason=type(e).__name__).to_envelope())

@@ -1,0 +1,75 @@
+"""The third wall: database roles whose column grants are exactly the guard's allowed set."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+import yaml
+
+from ontoos_explore.allowed import allowed_for_role
+from ontoos_explore.contract import parse_contract
+from ontoos_explore.engine import grants
+
+from ..conftest import ROOT
+
+
+def privileges(dsn: str, db_role: str) -> set[tuple[str, str, str]]:
+    with psycopg.connect(dsn) as conn:
+        return set(conn.execute(
+            "SELECT table_schema, table_name, column_name FROM information_schema.column_privileges "
+            "WHERE grantee = %s AND privilege_type = 'SELECT'", [db_role]).fetchall())
+
+
+def expected(contract, role_name: str) -> set[tuple[str, str, str]]:
+    allowed = allowed_for_role(contract, contract.role(role_name))
+    return {(s, t, c) for (s, t), cols in allowed.relations.items() for c in cols}
+
+
+def test_script_names_every_role_and_no_secret(demo):
+    text = grants.script(demo, "ontoos_q_")
+    for role in demo.roles:
+        assert f'CREATE ROLE "ontoos_q_{role}" NOLOGIN;' in text
+    secrets = {c.name for d in demo.datasets.values() for c in d.columns.values() if c.secret}
+    grant_lines = [line for line in text.splitlines() if line.startswith("GRANT SELECT")]
+    assert grant_lines
+    for line in grant_lines:
+        for secret in secrets:
+            assert f'"{secret}"' not in line, line
+
+
+@pytest.mark.parametrize("role", ["viewer", "analyst", "admin"])
+def test_applied_grants_equal_the_allowed_set(pg_dsn, demo, role):
+    assert privileges(pg_dsn, f"ontoos_q_{role}") == expected(demo, role)
+
+
+def test_the_query_role_cannot_read_a_secret_column(pg_dsn):
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute("SET ROLE ontoos_q_analyst")
+        assert conn.execute("SELECT count(name) FROM lake.k8s_workloads").fetchone()[0] > 0
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT env_dump FROM lake.k8s_workloads LIMIT 1")
+        conn.rollback()
+        conn.execute("SET ROLE ontoos_q_analyst")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT w FROM lake.k8s_workloads w LIMIT 1")  # a whole-row reference reads everything
+        conn.rollback()
+        conn.execute("SET ROLE ontoos_q_viewer")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT hostname FROM lake.hosts LIMIT 1")  # outside the viewer's read sets
+
+
+def test_apply_is_idempotent_and_revokes_what_the_contract_drops(pg_dsn):
+    data = yaml.safe_load((ROOT / "contracts" / "demo.yaml").read_text())
+    narrow = parse_contract(yaml.safe_dump(data), "demo.yaml")
+    prefix = "ontoos_g_"
+    with psycopg.connect(pg_dsn) as conn:
+        grants.apply(conn, narrow, prefix)
+    with psycopg.connect(pg_dsn) as conn:
+        grants.apply(conn, narrow, prefix)  # twice: the same
+    assert privileges(pg_dsn, f"{prefix}analyst") == expected(narrow, "analyst")
+    del data["datasets"]["hosts"]["columns"]["region"]
+    changed = parse_contract(yaml.safe_dump(data), "demo.yaml")
+    with psycopg.connect(pg_dsn) as conn:
+        grants.apply(conn, changed, prefix)
+    after = privileges(pg_dsn, f"{prefix}analyst")
+    assert ("lake", "hosts", "region") not in after and after == expected(changed, "analyst")
