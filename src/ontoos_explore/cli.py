@@ -110,6 +110,18 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--params", type=int, metavar="N", help="number of $n parameters that will be bound (default: any, without gaps)")
     g.add_argument("file", nargs="?", default="-", metavar="FILE", help="file holding the SQL, or - for stdin (default)")
 
+    v = sub.add_parser("serve", help="serve MCP (stdio or streamable HTTP) and the HTTP API",
+                       description="Serve the tools over MCP on stdio, or MCP plus the REST API over HTTP.")
+    how = v.add_mutually_exclusive_group(required=True)
+    how.add_argument("--stdio", action="store_true", help="MCP on stdin/stdout, for one caller (--role or --principal)")
+    how.add_argument("--http", metavar="HOST:PORT", help="MCP at /mcp and the API at /api/v1, with bearer tokens")
+    _contract_arg(v)
+    _dsn_arg(v)
+    v.add_argument("--config", metavar="FILE", help="server configuration: principals and token hashes (default: $ONTOOS_CONFIG)")
+    v.add_argument("--role", help="stdio: the contract role to serve as")
+    v.add_argument("--principal", help="stdio: a principal of --config to serve as")
+    v.add_argument("--queries", metavar="FILE", help="named-query registry YAML (default: $ONTOOS_QUERIES)")
+
     d = sub.add_parser("demo", help="run example explorations on the embedded demo lakehouse",
                        description="Start the embedded PostgreSQL, load the demo lakehouse if needed, and run "
                                    "example explorations: joins, aggregates, a clamp note, and refusals.")
@@ -313,6 +325,48 @@ def cmd_grants(args) -> int:
     return EXIT_OK
 
 
+def cmd_serve(args) -> int:
+    import asyncio
+
+    from .governance.registry import Registry
+    from .runtime import resolve_dsn
+    from .server.config import Authenticator, Principal, ServerConfig, load_config
+    from .server.run import http_app, log_to_stderr, registry_path, run_stdio
+
+    log_to_stderr()
+    contract = _load(args)
+    settings = _settings(args)
+    config_path = args.config or os.environ.get("ONTOOS_CONFIG")
+    config = load_config(config_path, contract) if config_path else ServerConfig()
+    registry = Registry.load(registry_path(args.queries), contract)
+    for ident, problem in registry.problems:
+        sys.stderr.write(f"ontoos: named query {ident} skipped: {problem}\n")
+    if args.stdio:
+        if args.principal:
+            principal = Authenticator(config, contract).by_name(args.principal)
+            if principal is None:
+                raise UsageError(f"--principal {args.principal} is not in the server configuration")
+        else:
+            from .pipeline import resolve_role
+
+            role = resolve_role(contract, args.role or os.environ.get("ONTOOS_ROLE") or _role(args))
+            principal = Principal("stdio", role.name)
+        dsn = resolve_dsn(settings, contract)
+        asyncio.run(run_stdio(contract, settings, dsn, principal, registry))
+        return EXIT_OK
+    host, _, port = args.http.rpartition(":")
+    if not host or not port.isdigit():
+        raise UsageError("--http takes HOST:PORT, e.g. 127.0.0.1:8765")
+    if not config.principals:
+        sys.stderr.write("ontoos: no principals configured (--config): every request will be refused\n")
+    import uvicorn
+
+    dsn = resolve_dsn(settings, contract)
+    uvicorn.run(http_app(contract, settings, dsn, config, registry), host=host, port=int(port),
+                log_level="warning", lifespan="on")
+    return EXIT_OK
+
+
 def cmd_demo(args) -> int:
     import asyncio
 
@@ -339,7 +393,7 @@ def cmd_demo(args) -> int:
 
 
 COMMANDS = {"compile": cmd_compile, "explore": cmd_explore, "catalog": cmd_catalog, "check-sql": cmd_check_sql,
-            "grants": cmd_grants, "demo": cmd_demo}
+            "grants": cmd_grants, "serve": cmd_serve, "demo": cmd_demo}
 
 
 VALUE_FLAGS = ("--order-by", "--filter", "--fields", "--group-by")

@@ -44,6 +44,7 @@ class Codes:
     SYNTAX_ERROR = _c("EX101", VALIDATION, "SYNTAX_ERROR", "the text form does not parse")
     INVALID_REQUEST = _c("EX102", VALIDATION, "INVALID_REQUEST", "the JSON or flag form is malformed")
     INVALID_NAME = _c("EX103", VALIDATION, "SYNTAX_ERROR", "a name is not an identifier")
+    UNKNOWN_TOOL = _c("EX104", VALIDATION, "INVALID_REQUEST", "no such tool")
 
     # EX2xx: a name does not resolve (or is not readable: same answer)
     UNKNOWN_FIELD = _c("EX201", VALIDATION, "UNKNOWN_FIELD", "not a readable column")
@@ -51,6 +52,7 @@ class Codes:
     UNKNOWN_RELATION = _c("EX203", VALIDATION, "UNKNOWN_RELATION", "not a relation from the datasets in scope")
     RELATION_NOT_FOLLOWED = _c("EX204", VALIDATION, "UNKNOWN_RELATION", "a column names a relation not followed")
     DUPLICATE_RELATION = _c("EX205", VALIDATION, "UNSUPPORTED_QUERY", "a relation is followed twice")
+    UNKNOWN_QUERY = _c("EX208", VALIDATION, "UNKNOWN_QUERY", "not a named query the role may run")
     UNKNOWN_READ_SET = _c("EX207", VALIDATION, "UNKNOWN_READ_SET", "not a read set of the contract")
     # EX206: unused, reserved
 
@@ -80,6 +82,8 @@ class Codes:
 
     # EX5xx: who is asking
     UNKNOWN_ROLE = _c("EX501", AUTH, "AUTH_SCOPE_DENIED", "the role is not in the contract")
+    NO_TOKEN = _c("EX502", AUTH, "AUTH_REQUIRED", "no bearer token, or not a valid one")
+    NOT_REVIEWER = _c("EX503", AUTH, "AUTH_SCOPE_DENIED", "the page is for reviewers")
 
     # EX6xx: the database
     UPSTREAM_UNAVAILABLE = _c("EX601", NETWORK, "UPSTREAM_UNAVAILABLE", "PostgreSQL cannot be reached")

@@ -90,10 +90,17 @@ class Explorer:
         self.executor = executor
 
     async def explore(self, source: Any, role: str, *, dry_run: bool = False) -> Answer:
+        return await self._answer(lambda: compile_exploration(source, self.contract, role), dry_run)
+
+    async def run_compiled(self, compiled: CompiledQuery) -> Answer:
+        """Run SQL compiled (and guarded) elsewhere: a named query."""
+        return await self._answer(lambda: compiled, False)
+
+    async def _answer(self, compile_, dry_run: bool) -> Answer:
         exploration_id = new_id()
         compiled = None
         try:
-            compiled = compile_exploration(source, self.contract, role)
+            compiled = compile_()
             out = await self.executor.run(compiled, dry_run=dry_run)
             render = plan_envelope if dry_run else success_envelope
             return Answer(render(compiled, out, exploration_id), compiled)

@@ -1,0 +1,1 @@
+"""Governance: named queries (the registry); the audit trail and promotion come next."""

@@ -1,0 +1,1 @@
+"""Server surfaces: the MCP server (stdio, streamable HTTP) and the HTTP API."""

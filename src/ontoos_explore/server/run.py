@@ -1,0 +1,65 @@
+"""Server, start-up: contract + settings + config -> a running MCP/HTTP server.
+
+`http_app()` builds the Starlette app whose lifespan opens the database pool;
+`run_stdio()` serves MCP on stdin/stdout for one fixed principal (stdio has no
+tokens: the caller is whoever started the process, with the role given).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+
+from ..contract import Contract
+from ..engine.executor import Executor, open_pool
+from ..engine.settings import Settings
+from ..governance.registry import Registry
+from ..service import Explorer
+from .config import Authenticator, Principal, ServerConfig
+from .http import build_app
+from .tools import Tools
+
+
+def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerConfig, registry: Registry):
+    tools = Tools(contract, None, registry)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        pool = await open_pool(dsn, settings)
+        tools.explorer = Explorer(contract, Executor(pool, contract, settings))
+        try:
+            yield
+        finally:
+            await pool.close()
+
+    return build_app(tools, Authenticator(config, contract), lifespan)
+
+
+async def run_stdio(contract: Contract, settings: Settings, dsn: str, principal: Principal, registry: Registry) -> None:
+    from mcp.server.stdio import stdio_server
+
+    from .mcp_server import build_server, fixed
+
+    pool = await open_pool(dsn, settings)
+    try:
+        tools = Tools(contract, Explorer(contract, Executor(pool, contract, settings)), registry)
+        server = build_server(tools, fixed(principal))
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+    finally:
+        await pool.close()
+
+
+def log_to_stderr(level: str = "WARNING") -> None:
+    """stdio carries the protocol on stdout: everything else goes to stderr."""
+    import logging
+
+    logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+
+def registry_path(explicit: str | None) -> Path | None:
+    import os
+
+    value = explicit or os.environ.get("ONTOOS_QUERIES")
+    return Path(value) if value else None
