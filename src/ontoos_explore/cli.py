@@ -286,12 +286,29 @@ def cmd_explore(args) -> int:
             return await explorer.explore(source, role, dry_run=args.dry_run)
 
     answer = asyncio.run(go())
+    _audit_cli(settings, dsn, contract, answer, role, source)
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     if fmt == "json" or not answer.ok or args.dry_run:
         _emit(answer.envelope)
     else:
         print(render_result(answer.envelope))
     return EXIT_OK if answer.ok else exit_code(answer.error)
+
+
+def _audit_cli(settings, dsn: str, contract, answer, role: str, source) -> None:
+    """The CLI is a surface too: one event per run, written before exit."""
+    if not settings.audit:
+        return
+    import getpass
+
+    from .governance.audit import event_for, record_sync
+
+    event = event_for(answer, principal=f"cli:{getpass.getuser()}", role=role, surface="cli", source=source,
+                      contract=contract)
+    try:
+        record_sync(settings.audit_dsn or dsn, [event])
+    except Exception:  # the answer still stands; say so on stderr, not stdout
+        sys.stderr.write("ontoos: the audit store is unavailable; this run was not recorded\n")
 
 
 def render_result(env: dict[str, Any]) -> str:
@@ -362,8 +379,12 @@ def cmd_serve(args) -> int:
     import uvicorn
 
     dsn = resolve_dsn(settings, contract)
-    uvicorn.run(http_app(contract, settings, dsn, config, registry), host=host, port=int(port),
-                log_level="warning", lifespan="on")
+    from .governance.report import Rule
+
+    rule = Rule(int(os.environ.get("ONTOOS_PROMOTE_USES", 5)), int(os.environ.get("ONTOOS_PROMOTE_PRINCIPALS", 2)),
+                int(os.environ.get("ONTOOS_PROMOTE_DAYS", 14)))
+    uvicorn.run(http_app(contract, settings, dsn, config, registry, registry_path(args.queries), rule),
+                host=host, port=int(port), log_level="warning", lifespan="on")
     return EXIT_OK
 
 

@@ -122,6 +122,7 @@ class ExploreError(Exception):
         position: Position | None = None,
         retry_with: dict[str, Any] | None = None,
         reason: str | None = None,
+        detail: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.error_code = code
@@ -131,6 +132,8 @@ class ExploreError(Exception):
         self.retry_with = retry_with
         # The true reason for the audit (SECRET_COLUMN_DENIED, ...); never rendered.
         self.reason = reason or code.subtype
+        # What reviewers need beyond the reason (e.g. the secret column reached for); never rendered.
+        self.detail = detail
 
     @property
     def code(self) -> str:

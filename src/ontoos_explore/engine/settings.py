@@ -13,6 +13,8 @@ Flags override environment variables, which override the defaults.
 | query_roles | ONTOOS_QUERY_ROLES | on | SET LOCAL ROLE to the contract role's database role |
 | role_prefix | ONTOOS_ROLE_PREFIX | ontoos_q_ | prefix of those database roles |
 | heavy_max_cost | ONTOOS_HEAVY_MAX_COST | 1000000 | cost ceiling for heavy datasets when the role sets none |
+| audit_dsn | ONTOOS_AUDIT_DSN | the exploration database | where the audit schema `ontoos_audit` lives |
+| audit | ONTOOS_AUDIT | on | record every request |
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class Settings:
     query_roles: bool = True
     role_prefix: str = "ontoos_q_"
     heavy_max_cost: float = 1_000_000.0
+    audit_dsn: str | None = None
+    audit: bool = True
 
     @classmethod
     def from_env(cls, dsn: str | None = None, env: dict[str, str] | None = None, **overrides) -> "Settings":
@@ -56,5 +60,7 @@ class Settings:
             query_roles=_flag(env.get("ONTOOS_QUERY_ROLES"), True),
             role_prefix=env.get("ONTOOS_ROLE_PREFIX", "ontoos_q_"),
             heavy_max_cost=float(env.get("ONTOOS_HEAVY_MAX_COST", 1_000_000)),
+            audit_dsn=env.get("ONTOOS_AUDIT_DSN") or None,
+            audit=_flag(env.get("ONTOOS_AUDIT"), True),
             **overrides,
         )

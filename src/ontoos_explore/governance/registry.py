@@ -65,6 +65,14 @@ class Parameter(BaseModel):
         return schema
 
 
+class Constant(BaseModel):
+    """A $n bound to a fixed value (a contract always-filter kept by promotion)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    value: Any
+    type: ColumnType
+
+
 class NamedQuery(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     id: str
@@ -74,7 +82,7 @@ class NamedQuery(BaseModel):
     read_sets: tuple[str, ...]
     parameters: tuple[Parameter, ...] = ()
     sql: str
-    bind: tuple[str, ...] = ()
+    bind: tuple[str | Constant, ...] = ()  # $1..$n: a parameter name, or a constant
     columns: tuple[str, ...]
     max_rows: int = Field(100, ge=1)
     timeout_ms: int | None = Field(None, ge=1)
@@ -135,7 +143,8 @@ class Registry:
         role = self.contract.role(role_name)
         limit = min(role.max_rows, entry.max_rows)
         q = CompiledQuery(
-            sql=entry.sql, params=tuple(values), slots=tuple(ParamSlot(n, "", True) for n in entry.bind),
+            sql=entry.sql, params=tuple(values),
+            slots=tuple(ParamSlot(b, "", True) if isinstance(b, str) else ParamSlot("", b.type, False) for b in entry.bind),
             fingerprint=f"named:{entry.id}", shape=f"named query {entry.id}", normalized=f"named query {entry.id}",
             columns=entry.columns, sources=tuple(None for _ in entry.columns), datasets=entry.datasets, relations=(),
             limit=limit, notes=entry.notes,
@@ -152,8 +161,9 @@ def verify(entry: NamedQuery, contract: Contract) -> NamedQuery:
     if missing:
         raise ValueError(f"read set '{missing[0]}' is not in the contract")
     names = {p.name for p in entry.parameters}
-    if set(entry.bind) - names:
-        raise ValueError(f"bind names unknown parameter '{sorted(set(entry.bind) - names)[0]}'")
+    unknown = sorted(b for b in entry.bind if isinstance(b, str) and b not in names)
+    if unknown:
+        raise ValueError(f"bind names unknown parameter '{unknown[0]}'")
     verdict = check(entry.sql, allowed_for_read_sets(contract, entry.read_sets, entry.max_rows), len(entry.bind))
     if not verdict.ok:
         raise ValueError("the guard refused its SQL: " + "; ".join(f"{v.kind}: {v.message}" for v in verdict.violations))
@@ -183,4 +193,11 @@ def bind_params(entry: NamedQuery, params: Any) -> list[Any]:
         except (ValueError, LiteralTypeError) as e:
             raise ExploreError(Codes.TYPE_MISMATCH, f"parameter '{p.name}': {getattr(e, 'message', e)}",
                                hint=getattr(e, "hint", f"a {p.type} value")) from None
-    return [values[name] for name in entry.bind]
+    out = []
+    for b in entry.bind:
+        if isinstance(b, Constant):
+            kind, v = python_kind(b.value)
+            out.append(convert(kind, v, b.type))
+        else:
+            out.append(values[b])
+    return out

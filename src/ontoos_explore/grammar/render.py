@@ -92,18 +92,19 @@ def _grouped(p: Predicate, lit, inside) -> str:
     return f"({text})" if needs else text
 
 
-def to_text(e: Exploration) -> str:
+def to_text(e: Exploration, literal=literal, with_limit: bool = True) -> str:
+    """The text form; `literal` renders values (`lambda _: "?"` for the shape)."""
     parts = [f"explore {e.dataset.value}"]
     if e.relations:
         parts.append("via " + ", ".join(r.value for r in e.relations))
     parts.append("fields " + ", ".join(field(f) for f in e.fields))
     if e.where is not None:
-        parts.append("where " + predicate(e.where))
+        parts.append("where " + predicate(e.where, literal))
     if e.group_by:
         parts.append("group by " + ", ".join(ref(r) for r in e.group_by))
     if e.order_by:
         parts.append("order by " + ", ".join(order_item(o) for o in e.order_by))
-    if e.limit is not None:
+    if with_limit and e.limit is not None:
         parts.append(f"limit {e.limit}")
     return " ".join(parts)
 

@@ -174,6 +174,7 @@ class Binding:
                 position=ref.pos,
                 retry_with=self.retry(ref, Ref(relation=ref.relation, column=single)) if single else None,
                 reason=reason,
+                detail={"dataset": ds.name, "column": col.name} if col is not None else None,
             )
         self.reads.add((ds.name, col.name))
         return Col(src, col.name, col.type)

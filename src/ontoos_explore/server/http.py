@@ -20,13 +20,14 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, RedirectResponse
 from starlette.routing import Route
 
 from ..errors import BudgetError, Codes, ExploreError, InputError, InternalError
 from ..grammar.forms import from_flags, loads_strict
 from .config import Authenticator, Principal
 from .mcp_server import PRINCIPAL_KEY, build_server, http_principal
+from ..service import Answer
 from .tools import Tools
 
 log = logging.getLogger("ontoos_explore.http")
@@ -64,27 +65,48 @@ def error_response(e: ExploreError) -> JSONResponse:
 class BearerAuth:
     """ASGI middleware: resolve `Authorization: Bearer <token>` to a Principal, or answer 401."""
 
-    def __init__(self, app, authenticator: Authenticator, open_paths: tuple[str, ...] = ("/healthz",)) -> None:
+    def __init__(self, app, authenticator: Authenticator, open_paths: tuple[str, ...] = ("/healthz",),
+                 on_refusal=None) -> None:
         self.app = app
         self.auth = authenticator
         self.open_paths = open_paths
+        self.on_refusal = on_refusal  # called with (error, path) for the audit
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["path"] in self.open_paths:
             return await self.app(scope, receive, send)
-        header = dict(scope.get("headers") or []).get(b"authorization", b"")
+        headers = dict(scope.get("headers") or [])
+        header = headers.get(b"authorization", b"")
         scheme, _, token = header.decode("latin-1").partition(" ")
+        browser = scope["path"].startswith("/governance")
+        if not header and browser:  # the dashboard: a cookie set by /governance/login
+            token, scheme = _cookie(headers.get(b"cookie", b""), "ontoos_token"), "bearer"
         principal = self.auth.authenticate(token.strip()) if scheme.lower() == "bearer" else None
+        if principal is None and browser and scope["method"] == "GET":
+            return await RedirectResponse("/governance/login", status_code=303)(scope, receive, send)
         if principal is None:
             code = Codes.NO_TOKEN
             message = "a bearer token is required" if not header else "the bearer token is not valid"
             from ..errors import AuthError
 
-            response = error_response(AuthError(code, message, hint="send Authorization: Bearer <token> "
-                                                "(tokens are issued in the server configuration)"))
-            return await response(scope, receive, send)
+            e = AuthError(code, message, hint="send Authorization: Bearer <token> "
+                          "(tokens are issued in the server configuration)")
+            if self.on_refusal is not None:
+                self.on_refusal(e, scope["path"])
+            return await error_response(e)(scope, receive, send)
         scope[PRINCIPAL_KEY] = principal
         return await self.app(scope, receive, send)
+
+
+def _cookie(raw: bytes, name: str) -> str:
+    from http.cookies import SimpleCookie
+
+    jar = SimpleCookie()
+    try:
+        jar.load(raw.decode("latin-1"))
+    except Exception:  # a malformed cookie header is no cookie
+        return ""
+    return jar[name].value if name in jar else ""
 
 
 def _principal(request: Request) -> Principal:
@@ -135,27 +157,28 @@ async def _read_body(request: Request) -> dict[str, Any]:
     return body
 
 
-def build_app(tools: Tools, authenticator: Authenticator, lifespan=None) -> Starlette:
+def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governance=None) -> Starlette:
     mcp_server = build_server(tools, http_principal)
     sessions = StreamableHTTPSessionManager(app=mcp_server)
 
     async def explore(request: Request) -> JSONResponse:
+        principal = _principal(request)
         try:
             if request.method == "POST":
-                body = await _read_body(request)
-                arguments = body
+                arguments = await _read_body(request)
             else:
                 exploration, dry_run = query_to_body(request)
-                answer = await tools.explorer.explore(exploration, _principal(request).role, dry_run=dry_run)
+                answer = await tools.explore(exploration, principal, "rest", dry_run=dry_run)
                 return envelope_response(answer.envelope)
         except ExploreError as e:
+            tools.record(Answer(e.to_envelope(), error=e), principal, "rest", str(request.url.query)[:2000] or None)
             return error_response(e)
-        answer = await tools.call("ontoos_explore", arguments, _principal(request))
+        answer = await tools.call("ontoos_explore", arguments, principal, surface="rest")
         return envelope_response(answer.envelope)
 
     async def catalog(request: Request) -> JSONResponse:
         args = {"dataset": request.query_params["dataset"]} if "dataset" in request.query_params else {}
-        answer = await tools.call("ontoos_catalog", args, _principal(request))
+        answer = await tools.call("ontoos_catalog", args, _principal(request), surface="rest")
         return envelope_response(answer.envelope)
 
     async def healthz(request: Request) -> JSONResponse:
@@ -167,7 +190,7 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None) -> Star
 
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         e = InputError(Codes.INVALID_REQUEST, f"{request.method} {request.url.path[:80]}: {exc.detail}",
-                       hint="routes: POST/GET /api/v1/explore, GET /api/v1/catalog, /mcp, /healthz")
+                       hint="routes: POST/GET /api/v1/explore, GET /api/v1/catalog, /mcp, /governance, /healthz")
         return JSONResponse(e.to_envelope(), status_code=exc.status_code)
 
     async def crash(request: Request, exc: Exception) -> JSONResponse:
@@ -188,9 +211,15 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None) -> Star
             Route("/api/v1/explore", explore, methods=["GET", "POST"]),
             Route("/api/v1/catalog", catalog, methods=["GET"]),
             Route("/mcp", MCPEndpoint(), methods=["GET", "POST", "DELETE"]),
+            *(governance.routes() if governance is not None else []),
         ],
         exception_handlers={HTTPException: http_error, Exception: crash},
         lifespan=lifespan_,
     )
-    app.add_middleware(BearerAuth, authenticator=authenticator)
+    def refused(e: ExploreError, path: str) -> None:
+        surface = "mcp" if path.startswith("/mcp") else "rest"
+        tools.record(Answer(e.to_envelope(), error=e), None, surface, None)
+
+    app.add_middleware(BearerAuth, authenticator=authenticator, on_refusal=refused,
+                       open_paths=("/healthz", "/governance/login"))
     return app

@@ -60,7 +60,8 @@ def http_principal(ctx: ServerRequestContext) -> Principal | None:
     return scope.get(PRINCIPAL_KEY)
 
 
-def build_server(tools: Tools, principal_of: Callable[[ServerRequestContext], Principal | None]) -> Server:
+def build_server(tools: Tools, principal_of: Callable[[ServerRequestContext], Principal | None],
+                 surface: str = "mcp") -> Server:
     """An MCP server whose caller is `principal_of(ctx)`: fixed for stdio, from the token over HTTP."""
     listed = tool_list()
 
@@ -71,7 +72,7 @@ def build_server(tools: Tools, principal_of: Callable[[ServerRequestContext], Pr
         if params.name not in TOOLS:
             raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name[:60]}. Tools: {', '.join(TOOLS)}")
         try:
-            answer = await tools.call(params.name, params.arguments or {}, principal_of(ctx))
+            answer = await tools.call(params.name, params.arguments or {}, principal_of(ctx), surface=surface)
         except Exception:  # never let internal text out as a JSON-RPC error
             log.exception("tool %s failed", params.name)
             from ..errors import InternalError

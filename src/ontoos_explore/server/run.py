@@ -21,19 +21,35 @@ from .http import build_app
 from .tools import Tools
 
 
-def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerConfig, registry: Registry):
-    tools = Tools(contract, None, registry)
+def audit_writer(settings: Settings, dsn: str):
+    from ..governance.audit import AuditWriter
+
+    return AuditWriter(settings.audit_dsn or dsn) if settings.audit else None
+
+
+def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerConfig, registry: Registry,
+             registry_file: Path | None = None, rule=None):
+    from ..governance.report import Rule
+    from .governance_routes import Governance
+
+    tools = Tools(contract, None, registry, audit_writer(settings, dsn))
+    authenticator = Authenticator(config, contract)
+    governance = Governance(tools, authenticator, registry_file, rule or Rule())
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
         pool = await open_pool(dsn, settings)
         tools.explorer = Explorer(contract, Executor(pool, contract, settings))
+        if tools.audit is not None:
+            await tools.audit.start()
         try:
             yield
         finally:
+            if tools.audit is not None:
+                await tools.audit.close()
             await pool.close()
 
-    return build_app(tools, Authenticator(config, contract), lifespan)
+    return build_app(tools, authenticator, lifespan, governance)
 
 
 async def run_stdio(contract: Contract, settings: Settings, dsn: str, principal: Principal, registry: Registry) -> None:
@@ -42,12 +58,17 @@ async def run_stdio(contract: Contract, settings: Settings, dsn: str, principal:
     from .mcp_server import build_server, fixed
 
     pool = await open_pool(dsn, settings)
+    audit = audit_writer(settings, dsn)
+    if audit is not None:
+        await audit.start()
     try:
-        tools = Tools(contract, Explorer(contract, Executor(pool, contract, settings)), registry)
-        server = build_server(tools, fixed(principal))
+        tools = Tools(contract, Explorer(contract, Executor(pool, contract, settings)), registry, audit)
+        server = build_server(tools, fixed(principal), surface="mcp-stdio")
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
     finally:
+        if audit is not None:
+            await audit.close()
         await pool.close()
 
 

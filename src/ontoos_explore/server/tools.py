@@ -7,6 +7,7 @@ surface. Descriptions stay short; the shared guidance is `INSTRUCTIONS`.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -135,10 +136,41 @@ def _unknown_keys(arguments: dict[str, Any], allowed: tuple[str, ...], tool: str
 
 
 class Tools:
-    def __init__(self, contract: Contract, explorer: Explorer, registry=None) -> None:
+    def __init__(self, contract: Contract, explorer: Explorer, registry=None, audit=None) -> None:
         self.contract = contract
         self.explorer = explorer
         self.registry = registry
+        self.audit = audit  # an AuditWriter, or None (no audit store configured)
+
+    def record(self, answer: Answer, principal: Principal | None, surface: str, source: Any) -> None:
+        if self.audit is None:
+            return
+        from ..governance.audit import event_for
+
+        try:
+            self.audit.record(event_for(answer, principal=principal.name if principal else None,
+                                        role=principal.role if principal else None, surface=surface,
+                                        source=source, contract=self.contract))
+        except Exception:  # the audit must never break an answer
+            import logging
+
+            logging.getLogger("ontoos_explore.audit").exception("could not record an event")
+
+    async def call(self, name: str, arguments: Any, principal: Principal | None, surface: str = "mcp") -> Answer:
+        answer = await self._call(name, arguments, principal)
+        source = arguments
+        if name == "ontoos_explore" and isinstance(arguments, dict):
+            source = {k: v for k, v in arguments.items() if k != "dry_run"}
+        elif name != "ontoos_explore":
+            source = f"{name} {json.dumps(arguments, default=str)[:500]}"
+        self.record(answer, principal, surface, source)
+        return answer
+
+    async def explore(self, source: Any, principal: Principal, surface: str, dry_run: bool = False) -> Answer:
+        """An exploration already parsed by the surface (the REST query string)."""
+        answer = await self.explorer.explore(source, principal.role, dry_run=dry_run)
+        self.record(answer, principal, surface, source)
+        return answer
 
     def _error(self, e: ExploreError) -> dict[str, Any]:
         return e.to_envelope(exploration_id=new_id(), contract_hash=self.contract.hash)
@@ -146,7 +178,7 @@ class Tools:
     def _ok(self, data: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "data": data, "meta": {"exploration_id": new_id(), "contract_hash": self.contract.hash}}
 
-    async def call(self, name: str, arguments: Any, principal: Principal | None) -> Answer:
+    async def _call(self, name: str, arguments: Any, principal: Principal | None) -> Answer:
         """Run one tool for `principal`; every outcome is an envelope."""
         if principal is None:
             e = AuthError(Codes.NO_TOKEN, "no valid bearer token", hint="send Authorization: Bearer <token>")
