@@ -122,6 +122,37 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--principal", help="stdio: a principal of --config to serve as")
     v.add_argument("--queries", metavar="FILE", help="named-query registry YAML (default: $ONTOOS_QUERIES)")
 
+    a = sub.add_parser("audit", help="governance report from the audit trail",
+                       description="Rejections by subtype, dataset, column, principal and day; recent rejections; "
+                                   "recurring explorations; promotion candidates.")
+    _dsn_arg(a)
+    _contract_arg(a)
+    _format_arg(a)
+    a.add_argument("--days", type=int, default=14, help="time window in days (default: 14)")
+    a.add_argument("--dataset", help="only this dataset")
+    a.add_argument("--subtype", help="only this error subtype")
+
+    m = sub.add_parser("promote", help="turn a recurring exploration into a pending named query",
+                       description="Write the fingerprint's exploration into the registry as a named query "
+                                   "(status pending), after the guard has verified its SQL.")
+    _dsn_arg(m)
+    _contract_arg(m)
+    m.add_argument("fingerprint")
+    m.add_argument("--id", required=True, help="the named query's id")
+    m.add_argument("--title", required=True)
+    m.add_argument("--description", default="")
+    m.add_argument("--queries", metavar="FILE", help="registry YAML (default: $ONTOOS_QUERIES, else queries.yaml)")
+
+    n = sub.add_parser("queries", help="named queries: list, show, run, approve")
+    n.add_argument("action", choices=("list", "show", "run", "approve"))
+    n.add_argument("id", nargs="?")
+    n.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE", help="run: a parameter (repeatable)")
+    n.add_argument("--queries", metavar="FILE", help="registry YAML (default: $ONTOOS_QUERIES, else queries.yaml)")
+    _contract_arg(n)
+    _role_arg(n)
+    _dsn_arg(n)
+    _format_arg(n)
+
     d = sub.add_parser("demo", help="run example explorations on the embedded demo lakehouse",
                        description="Start the embedded PostgreSQL, load the demo lakehouse if needed, and run "
                                    "example explorations: joins, aggregates, a clamp note, and refusals.")
@@ -388,6 +419,125 @@ def cmd_serve(args) -> int:
     return EXIT_OK
 
 
+def _registry_file(args) -> Path:
+    return Path(args.queries or os.environ.get("ONTOOS_QUERIES") or "queries.yaml")
+
+
+def cmd_audit(args) -> int:
+    import psycopg
+
+    from .governance import report as rep
+    from .governance.audit import ensure_schema
+    from .runtime import resolve_dsn
+
+    contract = _load(args)
+    settings = _settings(args)
+    dsn = settings.audit_dsn or resolve_dsn(settings, contract)
+    with psycopg.connect(dsn) as conn:
+        ensure_schema(conn)
+        data = rep.report(conn, rep.Filters(args.days, args.dataset, args.subtype), rep.Rule())
+    fmt = args.format or ("table" if sys.stdout.isatty() else "json")
+    if fmt == "json":
+        _emit({"ok": True, "data": data})
+        return EXIT_OK
+    t = data["totals"]
+    print(f"{t['requests']} requests, {t['refused']} refused, {t['failed']} failed, {t['principals']} principals "
+          f"in {args.days} days\n")
+    sections = [
+        ("Secret and hidden columns reached for", data["by_column"], ["dataset", "column_name", "reason", "n", "who"]),
+        ("Rejections by subtype", data["by_subtype"], ["key", "n"]),
+        ("Rejections by dataset", data["by_dataset"], ["key", "n"]),
+        ("Rejections by principal", data["by_principal"], ["key", "n"]),
+        ("Rejections by day", data["by_day"], ["day", "n"]),
+        ("Recent rejections", data["recent"], ["at", "principal", "subtype", "message"]),
+        ("Recurring explorations", data["recurring"], ["fingerprint", "uses", "principals", "example"]),
+        ("Promotion candidates", data["candidates"], ["fingerprint", "uses", "principals", "example"]),
+    ]
+    for title, rows, cols in sections:
+        print(f"## {title}")
+        print(_table([[", ".join(r[c]) if isinstance(r[c], list) else r[c] for c in cols] for r in rows], cols) + "\n")
+    return EXIT_OK
+
+
+def cmd_promote(args) -> int:
+    import psycopg
+
+    from .governance.promote import promote
+    from .runtime import resolve_dsn
+
+    contract = _load(args)
+    settings = _settings(args)
+    dsn = settings.audit_dsn or resolve_dsn(settings, contract)
+    path = _registry_file(args)
+    with psycopg.connect(dsn) as conn:
+        entry = promote(conn, contract, path, args.fingerprint, args.id, args.title, args.description)
+    _emit({"ok": True, "data": {"registry": str(path), "query": entry.model_dump(mode="json", exclude_none=True)}})
+    return EXIT_OK
+
+
+def cmd_queries(args) -> int:
+    from .governance.promote import set_status
+    from .governance.registry import Registry
+
+    contract = _load(args)
+    path = _registry_file(args)
+    registry = Registry.load(path, contract)
+    for ident, problem in registry.problems:
+        sys.stderr.write(f"ontoos: named query {ident} skipped: {problem}\n")
+    if args.action == "list":
+        rows = [{"id": q.id, "title": q.title, "status": q.status, "parameters": [p.name for p in q.parameters]}
+                for q in registry.entries.values()]
+        _emit({"ok": True, "data": {"queries": rows, "skipped": [i for i, _ in registry.problems]}})
+        return EXIT_OK
+    if not args.id:
+        raise UsageError(f"queries {args.action} needs an ID")
+    if args.action == "approve":
+        set_status(path, args.id, "approved")
+        _emit({"ok": True, "data": {"approved": args.id}})
+        return EXIT_OK
+    from .names import fold
+
+    entry = registry.entries.get(fold(args.id))
+    if args.action == "show":
+        if entry is None:
+            raise UsageError(f"the registry has no valid query '{args.id}'")
+        _emit({"ok": True, "data": {**entry.describe(), "status": entry.status, "sql": entry.sql}})
+        return EXIT_OK
+    import asyncio
+
+    from .runtime import open_explorer, resolve_dsn
+
+    params = {}
+    for item in args.param:
+        name, eq, value = item.partition("=")
+        if not eq:
+            raise UsageError(f"-p takes NAME=VALUE, not {item!r}")
+        params[name] = value
+    role = _role(args)
+    settings = _settings(args)
+    dsn = resolve_dsn(settings, contract)
+
+    async def go():
+        async with open_explorer(contract, settings, dsn) as explorer:
+            try:
+                return await registry.run(explorer, role, args.id, params)
+            except ExploreError as e:
+                from .service import Answer
+
+                return Answer(e.to_envelope(contract_hash=contract.hash), error=e)
+
+    from .errors import ExploreError
+
+    answer = asyncio.run(go())
+    _audit_cli(settings, dsn, contract, answer, role, f"queries run {args.id} {json.dumps(params)}")
+    fmt = args.format or ("table" if sys.stdout.isatty() else "json")
+    if fmt == "json" or not answer.ok:
+        _emit(answer.envelope)
+    else:
+        print(render_result(answer.envelope))
+    return EXIT_OK if answer.ok else exit_code(answer.error)
+
+
 def cmd_demo(args) -> int:
     import asyncio
 
@@ -414,7 +564,8 @@ def cmd_demo(args) -> int:
 
 
 COMMANDS = {"compile": cmd_compile, "explore": cmd_explore, "catalog": cmd_catalog, "check-sql": cmd_check_sql,
-            "grants": cmd_grants, "serve": cmd_serve, "demo": cmd_demo}
+            "grants": cmd_grants, "serve": cmd_serve, "audit": cmd_audit, "promote": cmd_promote,
+            "queries": cmd_queries, "demo": cmd_demo}
 
 
 VALUE_FLAGS = ("--order-by", "--filter", "--fields", "--group-by")
