@@ -414,7 +414,7 @@ def cmd_serve(args) -> int:
 
     rule = Rule(int(os.environ.get("ONTOOS_PROMOTE_USES", 5)), int(os.environ.get("ONTOOS_PROMOTE_PRINCIPALS", 2)),
                 int(os.environ.get("ONTOOS_PROMOTE_DAYS", 14)))
-    uvicorn.run(http_app(contract, settings, dsn, config, registry, registry_path(args.queries), rule),
+    uvicorn.run(http_app(contract, settings, dsn, config, registry, registry_path(args.queries), rule, host, int(port)),
                 host=host, port=int(port), log_level="warning", lifespan="on")
     return EXIT_OK
 

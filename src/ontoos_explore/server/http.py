@@ -157,9 +157,21 @@ async def _read_body(request: Request) -> dict[str, Any]:
     return body
 
 
-def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governance=None) -> Starlette:
+def loopback_security(host: str, port: int):
+    """DNS-rebinding protection for a server bound to loopback: only its own Host and Origin."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        return None
+    hosts = [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+                                     allowed_origins=[f"http://{h}" for h in hosts])
+
+
+def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governance=None,
+              security=None) -> Starlette:
     mcp_server = build_server(tools, http_principal)
-    sessions = StreamableHTTPSessionManager(app=mcp_server)
+    sessions = StreamableHTTPSessionManager(app=mcp_server, security_settings=security)
 
     async def explore(request: Request) -> JSONResponse:
         principal = _principal(request)

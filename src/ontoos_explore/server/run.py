@@ -28,7 +28,7 @@ def audit_writer(settings: Settings, dsn: str):
 
 
 def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerConfig, registry: Registry,
-             registry_file: Path | None = None, rule=None):
+             registry_file: Path | None = None, rule=None, host: str = "127.0.0.1", port: int = 8765):
     from ..governance.report import Rule
     from .governance_routes import Governance
 
@@ -49,7 +49,9 @@ def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerCon
                 await tools.audit.close()
             await pool.close()
 
-    return build_app(tools, authenticator, lifespan, governance)
+    from .http import loopback_security
+
+    return build_app(tools, authenticator, lifespan, governance, loopback_security(host, port))
 
 
 async def run_stdio(contract: Contract, settings: Settings, dsn: str, principal: Principal, registry: Registry) -> None:
