@@ -374,12 +374,10 @@ def cmd_grants(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    import asyncio
-
+    from .errors import ExploreError
     from .governance.registry import Registry
-    from .runtime import resolve_dsn
-    from .server.config import Authenticator, Principal, ServerConfig, load_config
-    from .server.run import http_app, log_to_stderr, registry_path, run_stdio
+    from .server.config import ServerConfig, load_config
+    from .server.run import log_to_stderr, registry_path
 
     log_to_stderr()
     contract = _load(args)
@@ -390,18 +388,40 @@ def cmd_serve(args) -> int:
     for ident, problem in registry.problems:
         sys.stderr.write(f"ontoos: named query {ident} skipped: {problem}\n")
     if args.stdio:
-        if args.principal:
-            principal = Authenticator(config, contract).by_name(args.principal)
-            if principal is None:
-                raise UsageError(f"--principal {args.principal} is not in the server configuration")
-        else:
-            from .pipeline import resolve_role
+        try:
+            return _serve_stdio(args, contract, settings, config, registry)
+        except (ExploreError, UsageError) as e:  # stdout is the protocol channel: diagnostics go to stderr
+            env = e.to_envelope() if isinstance(e, ExploreError) else _envelope_for_usage(str(e))
+            sys.stderr.write(json.dumps(env) + "\n")
+            return exit_code(e) if isinstance(e, ExploreError) else EXIT_REJECTED
+    return _serve_http(args, contract, settings, config, registry)
 
-            role = resolve_role(contract, args.role or os.environ.get("ONTOOS_ROLE") or _role(args))
-            principal = Principal("stdio", role.name)
-        dsn = resolve_dsn(settings, contract)
-        asyncio.run(run_stdio(contract, settings, dsn, principal, registry))
-        return EXIT_OK
+
+def _serve_stdio(args, contract, settings, config, registry) -> int:
+    import asyncio
+
+    from .runtime import resolve_dsn
+    from .server.config import Authenticator, Principal
+    from .server.run import run_stdio
+
+    if args.principal:
+        principal = Authenticator(config, contract).by_name(args.principal)
+        if principal is None:
+            raise UsageError(f"--principal {args.principal} is not in the server configuration")
+    else:
+        from .pipeline import resolve_role
+
+        role = resolve_role(contract, args.role or os.environ.get("ONTOOS_ROLE") or _role(args))
+        principal = Principal("stdio", role.name)
+    dsn = resolve_dsn(settings, contract)
+    asyncio.run(run_stdio(contract, settings, dsn, principal, registry))
+    return EXIT_OK
+
+
+def _serve_http(args, contract, settings, config, registry) -> int:
+    from .runtime import resolve_dsn
+    from .server.run import http_app, registry_path
+
     host, _, port = args.http.rpartition(":")
     if not host or not port.isdigit():
         raise UsageError("--http takes HOST:PORT, e.g. 127.0.0.1:8765")

@@ -92,6 +92,7 @@ class Verdict:
     violations: tuple[Violation, ...]
     relations: frozenset[tuple[str, str]] = frozenset()
     columns: frozenset[tuple[str, str, str]] = frozenset()  # (schema, table, column) read
+    placed: frozenset[tuple[str, str, str, str]] = frozenset()  # (clause, schema, table, column): where each is read
 
     @property
     def ok(self) -> bool:
@@ -166,6 +167,8 @@ class _Checker:
         self.violations: list[Violation] = []
         self.ranges: dict[str, tuple[str, str]] = {}  # alias (or table name) -> (schema, table)
         self.columns: set[tuple[str, str, str]] = set()
+        self.placed: set[tuple[str, str, str, str]] = set()  # (clause, schema, table, column)
+        self.clause = ""
         self.params: set[int] = set()
 
     def fail(self, kind: str, message: str, body: dict | None = None) -> None:
@@ -174,25 +177,27 @@ class _Checker:
     # ------------------------------------------------------------ the walk
 
     def walk(self, root: Any) -> None:
-        stack: list[tuple[Any, str]] = [(root, "stmt")]
+        # (value, slot in its parent, clause of the SELECT it sits in: targetList, whereClause, ...)
+        stack: list[tuple[Any, str, str]] = [(root, "stmt", "")]
         while stack:
-            value, slot = stack.pop()
+            value, slot, clause = stack.pop()
             if isinstance(value, list):
-                stack.extend((v, slot) for v in reversed(value))
+                stack.extend((v, slot, clause) for v in reversed(value))
                 continue
             if not isinstance(value, dict) or not value:
                 continue
             node = _node(value)
             if node is None:  # a plain mapping of fields: visit each slot
-                stack.extend((v, k) for k, v in reversed(list(value.items())))
+                stack.extend((v, k, clause) for k, v in reversed(list(value.items())))
                 continue
             kind, body = node
             visit = getattr(self, f"visit_{kind}", None)
             if visit is None:
                 self.fail(kind, WHY.get(kind) or f"{kind} is not allowed", body)
                 continue
+            self.clause = clause
             if visit(body, slot) is not False:
-                stack.extend((v, k) for k, v in reversed(list(body.items())))
+                stack.extend((v, k, k if kind == "SelectStmt" else clause) for k, v in reversed(list(body.items())))
 
     # ------------------------------------------------------------ statements
 
@@ -319,6 +324,7 @@ class _Checker:
             self.fail("ColumnRef", f"'{column}' is not a readable column of {table[0]}.{table[1]}", b)
         else:
             self.columns.add((*table, column))
+            self.placed.add((self.clause, *table, column))
 
     def visit_ParamRef(self, b: dict, slot: str) -> bool:
         n = b.get("number", 0)
@@ -455,4 +461,5 @@ def check(sql: str, allowed: AllowedSet, n_params: int | None = None) -> Verdict
         tuple(checker.violations),
         frozenset(checker.ranges.values()),
         frozenset(checker.columns),
+        frozenset(checker.placed),
     )

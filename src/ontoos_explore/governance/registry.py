@@ -167,8 +167,27 @@ def verify(entry: NamedQuery, contract: Contract) -> NamedQuery:
     verdict = check(entry.sql, allowed_for_read_sets(contract, entry.read_sets, entry.max_rows), len(entry.bind))
     if not verdict.ok:
         raise ValueError("the guard refused its SQL: " + "; ".join(f"{v.kind}: {v.message}" for v in verdict.violations))
-    by_table = {(d.schema_name, d.table_name): d.name for d in contract.datasets.values()}
-    return entry.model_copy(update={"datasets": tuple(sorted(by_table[t] for t in verdict.relations))})
+    by_table = {(d.schema_name, d.table_name): d for d in contract.datasets.values()}
+    _check_contract_columns(verdict, by_table)
+    return entry.model_copy(update={"datasets": tuple(sorted(by_table[t].name for t in verdict.relations))})
+
+
+def _check_contract_columns(verdict, by_table) -> None:
+    """Columns the contract hides may only filter and join, and every always-filter must be there.
+
+    The guard allows join and always-filter columns (the compiler needs them);
+    a hand-written query could select them, or leave the always-filter out
+    and read the rows the contract hides."""
+    for clause, schema, table, column in sorted(verdict.placed):
+        col = by_table[(schema, table)].column(column)
+        if not col.readable and clause not in ("whereClause", "fromClause"):
+            raise ValueError(f"{schema}.{table}.{column} is not readable: it may only filter or join, not appear in {clause}")
+    filtered = {(s, t, c) for clause, s, t, c in verdict.placed if clause == "whereClause"}
+    for key in sorted(verdict.relations):
+        ds = by_table[key]
+        for rule in ds.always_filter:
+            if (*key, ds.column(rule.column).name) not in filtered:
+                raise ValueError(f"it reads {ds.name} without the contract's always-filter on {rule.column}")
 
 
 def bind_params(entry: NamedQuery, params: Any) -> list[Any]:

@@ -41,6 +41,8 @@ def status_for(envelope: dict[str, Any]) -> int:
     if envelope.get("ok"):
         return 200
     err = envelope["error"]
+    if err["code"] == Codes.INPUT_TOO_LARGE.code:
+        return 413
     if err["type"] == "validation":
         return 400
     if err["type"] == "auth":
@@ -203,7 +205,7 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         e = InputError(Codes.INVALID_REQUEST, f"{request.method} {request.url.path[:80]}: {exc.detail}",
                        hint="routes: POST/GET /api/v1/explore, GET /api/v1/catalog, /mcp, /governance, /healthz")
-        return JSONResponse(e.to_envelope(), status_code=exc.status_code)
+        return JSONResponse(e.to_envelope(), status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
     async def crash(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s", request.url.path)

@@ -34,7 +34,8 @@ class FilterObject(BaseModel):
     model_config = ConfigDict(extra="forbid")
     field: str = Field(description="Column: name, or relation.name for a followed relation")
     op: str = Field("=", description="= != < <= > >= in, not in, between, is null, is not null, like, ilike, ...")
-    value: Any = Field(None, description="A value; a list for in/between; absent for is null")
+    value: str | int | float | bool | list[str | int | float | bool] | None = Field(
+        None, description="A value; a list for in/between; absent for is null")
 
 
 class ExploreInput(BaseModel):
@@ -80,6 +81,8 @@ class Envelope(BaseModel):
     meta: Meta
 
 
+EXPLORE_ARGUMENTS = tuple(ExploreInput.model_fields)
+
 READ_ONLY = {"read_only_hint": True, "destructive_hint": False, "idempotent_hint": True, "open_world_hint": False}
 
 # name -> (title, description, input model); the order is the order tools are listed in.
@@ -124,14 +127,20 @@ def output_schema() -> dict[str, Any]:
 
 
 def _unknown_keys(arguments: dict[str, Any], allowed: tuple[str, ...], tool: str) -> None:
+    """Refuse an unknown argument; when one name is close, retry_with is the call with it renamed."""
     unknown = [k for k in arguments if k not in allowed]
     if unknown:
         key = str(unknown[0])
         close = close_matches(key, allowed, n=1)
+        retry = None
+        if close and close[0] not in arguments and len(unknown) == 1:
+            retry = {(close[0] if k == key else k): v for k, v in arguments.items()}
+        listing = f"arguments: {', '.join(allowed)}" if allowed else f"{tool} takes no arguments"
         raise InputError(
             Codes.INVALID_REQUEST,
             f"{tool} has no argument '{key[:40]}'",
-            hint=(f"did you mean '{close[0]}'? " if close else "") + f"arguments: {', '.join(allowed)}",
+            hint=(f"did you mean '{close[0]}'? " if close else "") + listing,
+            retry_with=retry,
         )
 
 
@@ -189,11 +198,17 @@ class Tools:
             if not isinstance(arguments, dict):
                 raise InputError(Codes.INVALID_REQUEST, "arguments must be an object", hint="send a JSON object")
             if name == "ontoos_explore":
+                _unknown_keys(arguments, EXPLORE_ARGUMENTS, name)
                 args = dict(arguments)
                 dry_run = args.pop("dry_run", False)
                 if not isinstance(dry_run, bool):
                     raise InputError(Codes.INVALID_REQUEST, "'dry_run' must be true or false", hint='e.g. "dry_run": true')
-                return await self.explorer.explore(args, principal.role, dry_run=dry_run)
+                answer = await self.explorer.explore(args, principal.role, dry_run=dry_run)
+                if dry_run and answer.error is not None and answer.error.retry_with is not None:
+                    # the retry must stay a dry run: sent back unchanged, it must not read rows
+                    answer.error.retry_with = {**answer.error.retry_with, "dry_run": True}
+                    answer.envelope["error"]["retry_with"] = answer.error.retry_with
+                return answer
             if name == "ontoos_catalog":
                 _unknown_keys(arguments, ("dataset",), name)
                 dataset = arguments.get("dataset")

@@ -1,0 +1,48 @@
+"""Named-query registry: entries are verified by the guard and by the contract's column rules."""
+
+from __future__ import annotations
+
+import yaml
+
+from ontoos_explore.governance.registry import Registry
+
+BASE = {"id": "q", "title": "t", "status": "approved", "read_sets": ["engineering"], "columns": ["key"], "max_rows": 10}
+
+
+def load(tmp_path, demo, **entry):
+    path = tmp_path / "queries.yaml"
+    path.write_text(yaml.safe_dump({"queries": [{**BASE, **entry}]}))
+    return Registry.load(path, demo)
+
+
+def test_an_entry_with_its_always_filter_loads(tmp_path, demo):
+    reg = load(tmp_path, demo, sql='SELECT c.key AS key FROM lake.config_entries c WHERE c.is_sensitive = $1 LIMIT 11',
+               bind=[{"value": False, "type": "boolean"}])
+    assert reg.problems == [] and [q.id for q in reg.visible("analyst")] == ["q"]
+    assert reg.entries["q"].datasets == ("configs",)
+
+
+def test_an_entry_without_the_always_filter_is_skipped(tmp_path, demo):
+    reg = load(tmp_path, demo, sql="SELECT c.key AS key FROM lake.config_entries c LIMIT 11")
+    assert reg.entries == {} and "always-filter on is_sensitive" in reg.problems[0][1]
+
+
+def test_a_hidden_column_may_filter_but_not_be_selected(tmp_path, demo):
+    reg = load(tmp_path, demo, columns=["key", "is_sensitive"],
+               sql="SELECT c.key AS key, c.is_sensitive AS s FROM lake.config_entries c WHERE c.is_sensitive = $1 LIMIT 11",
+               bind=[{"value": False, "type": "boolean"}])
+    assert reg.entries == {} and "may only filter or join" in reg.problems[0][1]
+
+
+def test_a_guard_refusal_is_reported_and_skipped_not_fatal(tmp_path, demo):
+    path = tmp_path / "queries.yaml"
+    path.write_text(yaml.safe_dump({"queries": [
+        {**BASE, "id": "bad", "sql": "DELETE FROM lake.config_entries"},
+        {**BASE, "id": "good", "sql": 'SELECT c.key AS key FROM lake.config_entries c WHERE c.is_sensitive = $1 LIMIT 11',
+         "bind": [{"value": False, "type": "boolean"}]},
+        "not even a mapping",
+    ]}))
+    reg = Registry.load(path, demo)
+    assert list(reg.entries) == ["good"]
+    assert [ident for ident, _ in reg.problems] == ["bad", "#2"]
+    assert "DeleteStmt" in reg.problems[0][1]
