@@ -131,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--days", type=int, default=14, help="time window in days (default: 14)")
     a.add_argument("--dataset", help="only this dataset")
     a.add_argument("--subtype", help="only this error subtype")
+    a.add_argument("--queries", metavar="FILE", help="registry YAML: its fingerprints are no longer candidates")
 
     m = sub.add_parser("promote", help="turn a recurring exploration into a pending named query",
                        description="Write the fingerprint's exploration into the registry as a named query "
@@ -432,8 +433,7 @@ def _serve_http(args, contract, settings, config, registry) -> int:
     dsn = resolve_dsn(settings, contract)
     from .governance.report import Rule
 
-    rule = Rule(int(os.environ.get("ONTOOS_PROMOTE_USES", 5)), int(os.environ.get("ONTOOS_PROMOTE_PRINCIPALS", 2)),
-                int(os.environ.get("ONTOOS_PROMOTE_DAYS", 14)))
+    rule = Rule.from_env()
     uvicorn.run(http_app(contract, settings, dsn, config, registry, registry_path(args.queries), rule, host, int(port)),
                 host=host, port=int(port), log_level="warning", lifespan="on")
     return EXIT_OK
@@ -453,9 +453,12 @@ def cmd_audit(args) -> int:
     contract = _load(args)
     settings = _settings(args)
     dsn = settings.audit_dsn or resolve_dsn(settings, contract)
+    from .governance.promote import promoted_fingerprints
+
     with psycopg.connect(dsn) as conn:
         ensure_schema(conn)
-        data = rep.report(conn, rep.Filters(args.days, args.dataset, args.subtype), rep.Rule())
+        data = rep.report(conn, rep.Filters(args.days, args.dataset, args.subtype), rep.Rule.from_env(),
+                          promoted_fingerprints(_registry_file(args)))
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     if fmt == "json":
         _emit({"ok": True, "data": data})

@@ -163,8 +163,10 @@ class AuditWriter:
     _task: asyncio.Task | None = field(default=None, repr=False)
     _pending: list[Event] = field(default_factory=list, repr=False)
 
+    def __post_init__(self) -> None:
+        self._queue = asyncio.Queue(self.queue_max)  # record() works before start(); events wait
+
     async def start(self) -> None:
-        self._queue = asyncio.Queue(self.queue_max)
         try:
             await asyncio.to_thread(self._setup)
         except psycopg.Error:

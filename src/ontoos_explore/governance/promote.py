@@ -46,14 +46,15 @@ def _param_names(q: CompiledQuery) -> list[str | None]:
 
 
 def _examples(values: list[Any]) -> tuple[Any, ...]:
-    plain = [json_value(v) for v in values if v is not None]
-    if not plain:
+    """The observed range, compared as the typed values (numbers by value, not as text)."""
+    present = [v for v in values if v is not None]
+    if not present:
         return ()
     try:
-        low, high = min(plain), max(plain)
+        low, high = min(present), max(present)
     except TypeError:
-        return (plain[0],)
-    return (low,) if low == high else (low, high)
+        return (json_value(present[0]),)
+    return (json_value(low),) if low == high else (json_value(low), json_value(high))
 
 
 def build_entry(uses: list[tuple[str, str]], contract: Contract, ident: str, title: str,
@@ -136,3 +137,12 @@ def set_status(path: Path, ident: str, status: str) -> None:
             tmp.replace(path)
             return
     raise InputError(Codes.UNKNOWN_QUERY, f"the registry has no query '{ident}'", hint="ontoos queries list")
+
+
+def promoted_fingerprints(path: Path | None) -> frozenset[str]:
+    """Origin fingerprints already in the registry (pending or approved)."""
+    if path is None or not path.exists():
+        return frozenset()
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return frozenset(str(q["origin_fingerprint"]) for q in data.get("queries") or []
+                     if isinstance(q, dict) and q.get("origin_fingerprint"))

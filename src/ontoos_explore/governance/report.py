@@ -43,6 +43,14 @@ class Rule:
     min_principals: int = 2
     days: int = 14
 
+    @classmethod
+    def from_env(cls, env=None) -> "Rule":
+        import os
+
+        env = os.environ if env is None else env
+        return cls(int(env.get("ONTOOS_PROMOTE_USES", 5)), int(env.get("ONTOOS_PROMOTE_PRINCIPALS", 2)),
+                   int(env.get("ONTOOS_PROMOTE_DAYS", 14)))
+
 
 def _rows(conn: psycopg.Connection, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     with conn.cursor(row_factory=dict_row) as cur:
@@ -126,7 +134,8 @@ def totals(conn, f: Filters):
 VIEWS = ("totals", "by_subtype", "by_dataset", "by_column", "by_principal", "by_day", "recent", "recurring", "candidates")
 
 
-def report(conn: psycopg.Connection, f: Filters, rule: Rule) -> dict[str, Any]:
+def report(conn: psycopg.Connection, f: Filters, rule: Rule, promoted: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Every view; `promoted` fingerprints (already in the registry) are no longer candidates."""
     return {
         "filters": {"days": f.days, "dataset": f.dataset, "subtype": f.subtype},
         "totals": totals(conn, f),
@@ -137,6 +146,6 @@ def report(conn: psycopg.Connection, f: Filters, rule: Rule) -> dict[str, Any]:
         "by_day": by_day(conn, f),
         "recent": recent(conn, f),
         "recurring": recurring(conn, f),
-        "candidates": candidates(conn, rule, f.dataset),
+        "candidates": [c for c in candidates(conn, rule, f.dataset) if c["fingerprint"] not in promoted],
         "rule": {"min_uses": rule.min_uses, "min_principals": rule.min_principals, "days": rule.days},
     }

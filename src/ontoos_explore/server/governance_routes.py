@@ -70,7 +70,7 @@ class Governance:
             from ..governance.audit import ensure_schema
 
             ensure_schema(conn)
-            data = rep.report(conn, f, self.rule)
+            data = rep.report(conn, f, self.rule, promotion.promoted_fingerprints(self.registry_path))
         for c in data["candidates"]:
             c["suggested_id"] = _suggest_id(c)
             c["suggested_title"] = f"{c['dataset'] or 'exploration'} ({c['fingerprint'][:6]})"

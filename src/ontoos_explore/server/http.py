@@ -20,7 +20,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ..errors import BudgetError, Codes, ExploreError, InputError, InternalError
@@ -93,8 +93,8 @@ class BearerAuth:
 
             e = AuthError(code, message, hint="send Authorization: Bearer <token> "
                           "(tokens are issued in the server configuration)")
-            if self.on_refusal is not None:
-                self.on_refusal(e, scope["path"])
+            if self.on_refusal is not None and scope["path"].startswith(("/mcp", "/api/")):
+                self.on_refusal(e, scope["path"])  # a request for data; not a browser's stray fetch
             return await error_response(e)(scope, receive, send)
         scope[PRINCIPAL_KEY] = principal
         return await self.app(scope, receive, send)
@@ -195,6 +195,9 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
         answer = await tools.call("ontoos_catalog", args, _principal(request), surface="rest")
         return envelope_response(answer.envelope)
 
+    async def favicon(request: Request) -> Response:
+        return Response(status_code=204)
+
     async def healthz(request: Request) -> JSONResponse:
         return JSONResponse({"ok": True, "contract_hash": tools.contract.hash})
 
@@ -222,6 +225,7 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
     app = Starlette(
         routes=[
             Route("/healthz", healthz, methods=["GET"]),
+            Route("/favicon.ico", favicon, methods=["GET"]),
             Route("/api/v1/explore", explore, methods=["GET", "POST"]),
             Route("/api/v1/catalog", catalog, methods=["GET"]),
             Route("/mcp", MCPEndpoint(), methods=["GET", "POST", "DELETE"]),
@@ -235,5 +239,5 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
         tools.record(Answer(e.to_envelope(), error=e), None, surface, None)
 
     app.add_middleware(BearerAuth, authenticator=authenticator, on_refusal=refused,
-                       open_paths=("/healthz", "/governance/login"))
+                       open_paths=("/healthz", "/favicon.ico", "/governance/login"))
     return app
