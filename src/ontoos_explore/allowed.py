@@ -17,14 +17,15 @@ from .names import fold
 
 
 def dataset_columns(contract: Contract, ds: Dataset, scope: frozenset[str]) -> frozenset[str]:
+    """Linear in the relations touching `ds` (indexed by the contract), not in all relations."""
     cols = {c.name for c in ds.readable_columns()}
     cols |= {ds.column(f.column).name for f in ds.always_filter}
-    for rel in contract.relations.values():
-        if fold(rel.from_) in scope and fold(rel.to) in scope:
-            if fold(rel.from_) == fold(ds.name):
-                cols |= {ds.column(c).name for c in rel.join}
-            if fold(rel.to) == fold(ds.name):
-                cols |= {ds.column(c).name for c in rel.join.values()}
+    for rel in contract.relations_from(ds.name):
+        if fold(rel.to) in scope:
+            cols |= {ds.column(c).name for c in rel.join}
+    for rel in contract.relations_to(ds.name):
+        if fold(rel.from_) in scope:
+            cols |= {ds.column(c).name for c in rel.join.values()}
     return frozenset(cols)
 
 

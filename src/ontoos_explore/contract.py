@@ -152,6 +152,7 @@ class Contract(_Model):
     _relations: dict[str, Relation] = PrivateAttr(default_factory=dict)
     _roles: dict[str, Role] = PrivateAttr(default_factory=dict)
     _from: dict[str, tuple[Relation, ...]] = PrivateAttr(default_factory=dict)
+    _to: dict[str, tuple[Relation, ...]] = PrivateAttr(default_factory=dict)
     _scope: dict[str, frozenset[str]] = PrivateAttr(default_factory=dict)
     _derived: dict = PrivateAttr(default_factory=dict)
 
@@ -176,6 +177,9 @@ class Contract(_Model):
 
     def relations_from(self, dataset: str) -> tuple[Relation, ...]:
         return self._from.get(fold(dataset), ())
+
+    def relations_to(self, dataset: str) -> tuple[Relation, ...]:
+        return self._to.get(fold(dataset), ())
 
     def scope(self, role: Role) -> frozenset[str]:
         """Folded names of the datasets `role` may read."""
@@ -250,7 +254,7 @@ class _Locator:
 def _load_yaml(text: str, source: str) -> tuple[Any, dict[tuple, int]]:
     """Parse YAML safely, recording the line of every mapping key and item."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as e:
         # "while scanning a quoted scalar" points where the trouble starts; the
         # problem mark may be the end of the file
@@ -393,9 +397,12 @@ def _index(c: Contract) -> None:
     c._relations.update({fold(k): v for k, v in c.relations.items()})
     c._roles.update({fold(k): v for k, v in c.roles.items()})
     by_from: dict[str, list[Relation]] = {}
+    by_to: dict[str, list[Relation]] = {}
     for r in c.relations.values():
         by_from.setdefault(fold(r.from_), []).append(r)
+        by_to.setdefault(fold(r.to), []).append(r)
     c._from.update({k: tuple(v) for k, v in by_from.items()})
+    c._to.update({k: tuple(v) for k, v in by_to.items()})
     sets = {fold(k): v for k, v in c.read_sets.items()}
     for role in c.roles.values():
         c._scope[fold(role.name)] = frozenset(fold(ds) for s in role.read_sets for ds in sets[fold(s)])
