@@ -1,0 +1,297 @@
+"""Execution path: our end-to-end exploration vs psycopg running the same SQL directly.
+
+On the benchmark's embedded PostgreSQL with the demo lakehouse, per case and
+interleaved iteration by iteration (so the database's caches and the machine's
+noise treat every variant alike):
+
+  direct     psycopg AsyncRawCursor on one autocommit connection (same connect
+             options as the pool), execute(final SQL, params, binary=True),
+             fetchall(): no transaction wrapper, no cost check, no conversion
+  executor   Executor.run(compiled): the READ ONLY transaction with budgets and
+             SET LOCAL ROLE, the EXPLAIN cost check (every demo role has
+             max_cost), limit+1 fetch, JSON-safe rows; compile excluded
+  explore    Explorer.explore(text, role): compile + guard + executor + envelope
+  explore+audit  Tools.explore: the same, plus an audit Event recorded into a
+             started AuditWriter (queue + background COPY batches)
+  executor_no_cost  (decomposition) Executor.run with the role's max_cost
+             removed: the transaction wrapper without the EXPLAIN round trip
+  compile    (decomposition) compile_exploration alone, timed in the same rotation
+             (CPU caches as cold as they are between database round trips)
+  executor_no_check (what-if) Executor.run on a pool built with the same
+             settings but without `check=AsyncConnectionPool.check_connection`,
+             which sends an empty query (one more round trip) at every checkout
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import gc
+import statistics
+import time
+
+import psycopg
+
+from ontoos_explore.contract import Contract
+from ontoos_explore.engine.executor import CONNECT_OPTIONS, Executor, open_pool
+from ontoos_explore.engine.settings import Settings
+from ontoos_explore.pipeline import compile_exploration
+from ontoos_explore.server.config import Principal
+from ontoos_explore.server.tools import Tools
+from ontoos_explore.service import Explorer
+
+from .common import log, summary_ms
+
+# (id, size, role, exploration). Small: LIMIT 50 from cheap to >= 5 ms of query; large: LIMIT 5000 (admin).
+CASES = (
+    ("small_scan", "small", "analyst",
+     "explore workloads fields name, namespace, kind where namespace = 'prod-fp' limit 50"),
+    ("small_join", "small", "analyst",
+     "explore workloads via containers fields name, containers.name, containers.cpu_millis "
+     "where cluster = 'prod-us-1' and containers.restart_count > 2 limit 50"),
+    ("small_in_list", "small", "analyst",
+     "explore workloads fields workload_id, name where workload_id in ("
+     + ", ".join(str(i) for i in range(7, 7 + 97 * 150, 97)) + ") limit 50"),
+    ("small_agg_join", "small", "analyst",
+     "explore workloads via containers fields namespace, sum(containers.cpu_millis) as cpu, count() as n "
+     "group by namespace order by cpu desc limit 50"),
+    ("small_agg_heavy", "small", "analyst",
+     "explore table_refs fields access, count() as n, avg(confidence) as conf where confidence > 0.5 "
+     "group by access limit 50"),
+    ("large_scan", "large", "admin",
+     "explore containers fields container_id, name, cpu_millis, memory_mb, started_at limit 5000"),
+    ("large_join", "large", "admin",
+     "explore tables via database fields table_name, schema_name, row_estimate, size_bytes, database.name, "
+     "database.engine where has_pii = false limit 5000"),
+    ("large_sorted", "large", "admin",
+     "explore archives fields archive_id, commit_sha, language, loc, archived_on order by loc desc limit 5000"),
+)
+
+VARIANTS = ("direct", "executor", "executor_no_cost", "executor_no_check", "compile", "explore", "explore+audit")
+
+
+async def _bench(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES, budget_s: float = 25.0) -> dict:
+    from ontoos_explore.governance.audit import AuditWriter
+
+    settings = Settings(dsn=dsn, pool_max=4, pool_timeout_s=10)
+    pool = await open_pool(dsn, settings)
+    await pool.wait(timeout=30)
+    executor = Executor(pool, contract, settings)
+    from psycopg_pool import AsyncConnectionPool
+
+    unchecked_pool = AsyncConnectionPool(  # what-if: the same pool without the per-checkout check query
+        dsn, min_size=settings.pool_min, max_size=settings.pool_max, open=False,
+        kwargs={"autocommit": True, "options": CONNECT_OPTIONS, "cursor_factory": psycopg.AsyncRawCursor})
+    await unchecked_pool.open(wait=True, timeout=30)
+    unchecked = Executor(unchecked_pool, contract, settings)
+    explorer = Explorer(contract, executor)
+    audit = AuditWriter(dsn)
+    await audit.start()
+    tools = Tools(contract, explorer, None, audit)
+    direct = await psycopg.AsyncConnection.connect(dsn, autocommit=True, options=CONNECT_OPTIONS,
+                                                   cursor_factory=psycopg.AsyncRawCursor)
+    out: dict[str, dict] = {}
+    try:
+        for case_id, size, role, text in cases:
+            q = compile_exploration(text, contract, role)
+            no_cost = dataclasses.replace(q, budget=dataclasses.replace(q.budget, max_cost=None))
+            heavy = any(contract.dataset(d).heavy for d in q.datasets)
+            params = list(q.params)
+            principal = Principal("bench", role)
+
+            async def v_direct():
+                cur = direct.cursor()
+                await cur.execute(q.sql, params, binary=True)
+                return len(await cur.fetchall())
+
+            async def v_executor():
+                return len((await executor.run(q)).rows)
+
+            async def v_executor_no_cost():
+                return len((await executor.run(no_cost)).rows)
+
+            async def v_executor_no_check():
+                return len((await unchecked.run(q)).rows)
+
+            async def v_compile():
+                return len(compile_exploration(text, contract, role).params)
+
+            async def v_explore():
+                a = await explorer.explore(text, role)
+                assert a.ok, a.envelope
+                return a.envelope["meta"]["rows"]
+
+            async def v_explore_audit():
+                a = await tools.explore(text, principal, "bench")
+                assert a.ok, a.envelope
+                return a.envelope["meta"]["rows"]
+
+            fns = {"direct": v_direct, "executor": v_executor, "executor_no_cost": v_executor_no_cost,
+                   "executor_no_check": v_executor_no_check, "compile": v_compile, "explore": v_explore,
+                   "explore+audit": v_explore_audit}
+            counts = {name: await fn() for name, fn in fns.items()}
+            expected = min(q.limit + 1, counts["direct"])
+            t_warm = time.perf_counter()
+            warm = 8
+            for _ in range(warm):  # warm-up: psycopg auto-prepares after 5 executions; caches
+                for fn in fns.values():
+                    await fn()
+            per_iteration = (time.perf_counter() - t_warm) / warm
+            n = min(reps[size], max(15, int(budget_s / per_iteration)))  # slow queries get fewer samples
+            samples: dict[str, list[float]] = {name: [] for name in fns}
+            gc.collect()
+            order = list(fns.items())
+            clock = time.perf_counter
+            for i in range(n):
+                for name, fn in order[i % len(order):] + order[: i % len(order)]:  # rotate who goes first
+                    t0 = clock()
+                    await fn()
+                    samples[name].append(clock() - t0)
+            stats = {name: summary_ms(s) for name, s in samples.items()}
+            d = stats["direct"]["p50_ms"]
+            overhead = {name: {"added_ms": round(stats[name]["p50_ms"] - d, 3),
+                               "ratio": round(stats[name]["p50_ms"] / d, 3)}
+                        for name in fns if name not in ("direct", "compile")}
+            out[case_id] = {
+                "size": size, "role": role, "exploration": text, "rows": counts["explore"],
+                "direct_rows_fetched": counts["direct"], "limit": q.limit, "heavy": heavy,
+                "cost_checked": q.budget.max_cost is not None or heavy, "reps": n, "stats": stats,
+                "overhead_vs_direct": overhead,
+                "audit_added_ms": round(stats["explore+audit"]["p50_ms"] - stats["explore"]["p50_ms"], 3),
+            }
+            assert counts["direct"] == expected or counts["direct"] <= q.limit + 1
+            log(f"    {case_id:16s} direct p50 {d:7.3f} ms  explore {stats['explore']['p50_ms']:7.3f} ms "
+                f"(x{overhead['explore']['ratio']:.2f}, +{overhead['explore']['added_ms']:.3f} ms)  "
+                f"+audit {stats['explore+audit']['p50_ms']:7.3f} ms  rows {counts['explore']}")
+    finally:
+        await direct.close()
+        await audit.close()
+        await pool.close()
+        await unchecked_pool.close()
+    return {"cases": out, "audit_events_written": audit.written, "audit_events_dropped": audit.dropped}
+
+
+def summarize(cases: dict) -> dict:
+    out = {}
+    for size in ("small", "large"):
+        group = [c for c in cases.values() if c["size"] == size]
+        if not group:
+            continue
+        out[size] = {
+            "cases": len(group),
+            "median_ratio_explore": round(statistics.median(c["overhead_vs_direct"]["explore"]["ratio"] for c in group), 3),
+            "median_added_ms_explore": round(statistics.median(
+                c["overhead_vs_direct"]["explore"]["added_ms"] for c in group), 3),
+            "median_ratio_explore_audit": round(statistics.median(
+                c["overhead_vs_direct"]["explore+audit"]["ratio"] for c in group), 3),
+            "median_audit_added_ms": round(statistics.median(c["audit_added_ms"] for c in group), 3),
+            "median_ratio_executor": round(statistics.median(
+                c["overhead_vs_direct"]["executor"]["ratio"] for c in group), 3),
+            "median_ratio_executor_no_cost": round(statistics.median(
+                c["overhead_vs_direct"]["executor_no_cost"]["ratio"] for c in group), 3),
+            "median_ratio_executor_no_check": round(statistics.median(
+                c["overhead_vs_direct"]["executor_no_check"]["ratio"] for c in group), 3),
+            "median_explain_ms": round(statistics.median(
+                c["stats"]["executor"]["p50_ms"] - c["stats"]["executor_no_cost"]["p50_ms"] for c in group), 3),
+            "median_pool_check_ms": round(statistics.median(
+                c["stats"]["executor"]["p50_ms"] - c["stats"]["executor_no_check"]["p50_ms"] for c in group), 3),
+            "median_compile_ms": round(statistics.median(c["stats"]["compile"]["p50_ms"] for c in group), 3),
+            "median_explore_minus_executor_ms": round(statistics.median(
+                c["stats"]["explore"]["p50_ms"] - c["stats"]["executor"]["p50_ms"] for c in group), 3),
+        }
+    return out
+
+
+def run(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES, budget_s: float = 25.0) -> dict:
+    res = asyncio.run(_bench(contract, dsn, reps, cases, budget_s))
+    res["summary"] = summarize(res["cases"])
+    return res
+
+
+# ---------------------------------------------------------------- what-if: JSON-safe rows by type dispatch
+
+
+def _dispatch_rows():
+    import datetime as dt
+    import math
+    from decimal import Decimal
+
+    from ontoos_explore.engine.rows import MASK, decimal_text, json_cell
+
+    def iso(v):
+        return v.isoformat()
+
+    def flt(v):
+        return v if math.isfinite(v) else None
+
+    passthrough = {str, int, bool, type(None)}
+    by_type = {Decimal: decimal_text, dt.datetime: iso, dt.date: iso, dt.time: iso, float: flt}
+
+    def cell(v):
+        t = type(v)
+        if t in passthrough:
+            return v
+        f = by_type.get(t)
+        return f(v) if f is not None else json_cell(v)
+
+    def json_rows(rows, masked):
+        if not masked:
+            return [[v if type(v) in passthrough else cell(v) for v in row] for row in rows]
+        return [[MASK if i in masked else cell(v) for i, v in enumerate(row)] for row in rows]
+
+    return json_rows
+
+
+def rows_conversion(contract: Contract, dsn: str, reps: int = 30) -> dict:
+    """engine.rows.json_rows on the large results, against a type-dispatch version (identical output)."""
+    from ontoos_explore.engine.rows import json_rows
+
+    from .common import sample, summary_us
+
+    fast = _dispatch_rows()
+    out = {}
+    with psycopg.connect(dsn, autocommit=True, options=CONNECT_OPTIONS, cursor_factory=psycopg.RawCursor) as conn:
+        for case_id, size, role, text in CASES:
+            if size != "large":
+                continue
+            q = compile_exploration(text, contract, role)
+            rows = conn.execute(q.sql, list(q.params), binary=True).fetchall()[: q.limit]
+            assert fast(rows, set()) == json_rows(rows, set())
+            base = summary_us(sample(lambda: json_rows(rows, set()), reps, warmup=3))
+            new = summary_us(sample(lambda: fast(rows, set()), reps, warmup=3))
+            out[case_id] = {"rows": len(rows), "cells": len(rows) * len(q.columns), "json_rows_p50_us": base["p50_us"],
+                            "dispatch_p50_us": new["p50_us"], "ratio": round(new["p50_us"] / base["p50_us"], 3)}
+            log(f"    rows {case_id}: json_rows {base['p50_us'] / 1000:.2f} ms -> type dispatch "
+                f"{new['p50_us'] / 1000:.2f} ms for {len(rows)} rows")
+    return out
+
+
+def wait_for_overhead(reps: int = 2000) -> dict:
+    """asyncio.wait_for (what Executor.run wraps each transaction in) vs asyncio.timeout, around a no-op
+    coroutine: on Python 3.11 wait_for creates a task per call."""
+    import sys
+
+    async def noop():
+        return 1
+
+    async def go():
+        clock = time.perf_counter_ns
+        out = {}
+        for name in ("bare", "wait_for", "timeout"):
+            xs = []
+            for i in range(reps + 100):
+                t0 = clock()
+                if name == "bare":
+                    await noop()
+                elif name == "wait_for":
+                    await asyncio.wait_for(noop(), 10)
+                else:
+                    async with asyncio.timeout(10):
+                        await noop()
+                if i >= 100:
+                    xs.append(clock() - t0)
+            out[name] = round(statistics.median(xs) / 1000, 2)
+        return out
+
+    res = asyncio.run(go())
+    return {"python": sys.version.split()[0], "median_us": res}
