@@ -75,12 +75,13 @@ def _source(expr) -> tuple[str, str] | None:
 
 def compile_plan(plan: BoundExploration) -> CompiledQuery:
     sql, em = generate(plan)
+    shape = fp.shape(plan)  # rendered once: the fingerprint hashes it
     return CompiledQuery(
         sql=sql,
         params=tuple(p.value for p in em.params),
         slots=tuple(ParamSlot(*s) for s in em.slots),
-        fingerprint=fp.fingerprint(plan),
-        shape=fp.shape(plan),
+        fingerprint=fp.fingerprint(plan, shape),
+        shape=shape,
         normalized=fp.normalized(plan),
         columns=plan.columns,
         sources=tuple(_source(f.expr) for f in plan.fields),

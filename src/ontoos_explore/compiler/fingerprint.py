@@ -105,5 +105,5 @@ def shape(plan: BoundExploration) -> str:
     return render(plan, lit=slot, with_limit=False)
 
 
-def fingerprint(plan: BoundExploration) -> str:
-    return hashlib.sha256(shape(plan).encode()).hexdigest()[:16]
+def fingerprint(plan: BoundExploration, shape_text: str | None = None) -> str:
+    return hashlib.sha256((shape_text if shape_text is not None else shape(plan)).encode()).hexdigest()[:16]
