@@ -15,7 +15,6 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
 from ..policy.bound import (
-    Agg,
     BAnd,
     BBetween,
     BCompare,

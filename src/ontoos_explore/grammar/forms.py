@@ -27,7 +27,6 @@ from ..ir import (
     Name,
     OrderItem,
     Predicate,
-    Ref,
     and_all,
 )
 from ..names import close_matches, is_identifier

@@ -125,7 +125,7 @@ class ToIR(Transformer):
         if distinct and func != "count":
             raise InputError(
                 Codes.SYNTAX_ERROR,
-                f"distinct is only supported inside count()",
+                "distinct is only supported inside count()",
                 hint="write count(distinct <column>)",
                 position=_pos(func_tok),
             )

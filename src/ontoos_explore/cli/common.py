@@ -1,0 +1,114 @@
+"""CLI, shared: output (JSON envelopes, tables), reading sources, settings, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+
+EXIT_OK, EXIT_INTERNAL, EXIT_REJECTED = 0, 1, 2
+
+def exit_code(error) -> int:
+    """2 when the caller's input was refused; 1 for anything else (the database, a bug)."""
+    return EXIT_REJECTED if error.type in ("validation", "policy", "auth") else EXIT_INTERNAL
+
+class UsageError(Exception):
+    """A command line that cannot be read; rendered as an INVALID_REQUEST envelope."""
+
+def default_contract() -> Path:
+    from importlib import resources
+
+    return Path(str(resources.files("ontoos_explore").joinpath("data/demo.yaml")))
+
+def _emit(obj: Any) -> None:
+    indent = 2 if sys.stdout.isatty() else None
+    sys.stdout.write(json.dumps(obj, indent=indent, ensure_ascii=False, default=str) + "\n")
+
+def _envelope_for_usage(message: str) -> dict[str, Any]:
+    from ..errors import Codes, InputError
+
+    return InputError(Codes.INVALID_REQUEST, message, hint="ontoos COMMAND --help lists the options").to_envelope()
+
+def _table(rows: list[list[Any]], headers: list[str]) -> str:
+    cells = [headers] + [["" if v is None else str(v) for v in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- commands
+
+def _load(args) -> Any:
+    from ..contract import load_contract
+
+    path = args.contract or os.environ.get("ONTOOS_CONTRACT") or default_contract()
+    return load_contract(path)
+
+def _role(args) -> str:
+    role = args.role or os.environ.get("ONTOOS_ROLE")
+    if not role:
+        raise UsageError("--role is required (or set ONTOOS_ROLE)")
+    return role
+
+def _read_source(args) -> Any:
+    from ..errors import Codes, InputError
+    from ..grammar.forms import from_flags, loads_strict
+
+    if args.query is not None:
+        return args.query
+    if args.json is not None:
+        body = loads_strict(args.json)
+        if not isinstance(body, dict):
+            raise InputError(Codes.INVALID_REQUEST, "--json must be a JSON object",
+                             hint='e.g. {"dataset": "...", "fields": ["..."]}, or {"query": "<text form>"}')
+        return body
+    if args.file is not None:
+        if args.file == "-":
+            text = sys.stdin.read()
+        else:
+            try:
+                text = Path(args.file).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                raise UsageError(f"cannot read {args.file}: {getattr(e, 'strerror', None) or e}")
+        return loads_strict(text) if text.lstrip().startswith("{") else text
+    if args.dataset is not None:
+        return from_flags(args.dataset, args.fields, args.filter, args.relation, args.group_by, args.order_by, args.limit)
+    raise UsageError("give the exploration with -q TEXT, -f FILE, --json JSON, or --dataset and --fields")
+
+def _settings(args):
+    from ..engine.settings import Settings
+
+    return Settings.from_env(dsn=getattr(args, "dsn", None))
+
+def _audit_cli(settings, dsn: str, contract, answer, role: str, source) -> None:
+    """The CLI is a surface too: one event per run, written before exit."""
+    if not settings.audit:
+        return
+    import getpass
+
+    from ..governance.audit import event_for, record_sync
+
+    event = event_for(answer, principal=f"cli:{getpass.getuser()}", role=role, surface="cli", source=source,
+                      contract=contract)
+    try:
+        record_sync(settings.audit_dsn or dsn, [event])
+    except Exception:  # the answer still stands; say so on stderr, not stdout
+        sys.stderr.write("ontoos: the audit store is unavailable; this run was not recorded\n")
+
+def render_result(env: dict[str, Any]) -> str:
+    """A result envelope as a readable table, with the meta that matters below it."""
+    data, meta = env["data"], env["meta"]
+    lines = [_table(data["rows"], data["columns"])]
+    more = " (truncated: more rows exist)" if meta["truncated"] else ""
+    lines.append(f"{meta['rows']} row{'s' if meta['rows'] != 1 else ''}{more}, {meta['elapsed_ms']:.1f} ms")
+    lines += [f"note: {n}" for n in meta["notes"]]
+    if meta["masked_columns"]:
+        lines.append("masked: " + ", ".join(meta["masked_columns"]))
+    return "\n".join(lines)
+
+def _registry_file(args) -> Path:
+    return Path(args.queries or os.environ.get("ONTOOS_QUERIES") or "queries.yaml")

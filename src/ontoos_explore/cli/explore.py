@@ -1,0 +1,140 @@
+"""CLI, the exploration commands: compile, explore, catalog, check-sql, grants, demo."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .common import (EXIT_OK, EXIT_REJECTED, UsageError, _audit_cli, _emit, _load, _read_source,
+                     _role, _settings, _table, exit_code, render_result)
+
+
+def cmd_compile(args) -> int:
+    from ..pipeline import compile_exploration
+
+    contract = _load(args)
+    role = _role(args)
+    compiled = compile_exploration(_read_source(args), contract, role)
+    _emit(compiled.to_json())
+    return EXIT_OK
+
+def cmd_catalog(args) -> int:
+    from ..catalog import describe_dataset, list_datasets
+
+    contract = _load(args)
+    role = _role(args)
+    fmt = args.format or ("table" if sys.stdout.isatty() else "json")
+    if args.dataset:
+        info = describe_dataset(contract, role, args.dataset)
+        if fmt == "json":
+            _emit({"ok": True, "data": info, "meta": {"contract_hash": contract.hash}})
+            return EXIT_OK
+        print(f"{info['name']}: {info['description']}")
+        flags = [f"max_rows {info['max_rows']}"] + (["heavy: needs a filter"] if info["heavy"] else [])
+        print(", ".join(flags) + "\n")
+        print(_table([[c["name"], c["type"], c.get("description", ""), ", ".join(c.get("values", []))]
+                      for c in info["columns"]], ["column", "type", "description", "values"]))
+        if info["relations"]:
+            print()
+            print(_table([[r["name"], r["to"], r["cardinality"], r.get("note", "")] for r in info["relations"]],
+                         ["relation", "to", "cardinality", "note"]))
+        return EXIT_OK
+    info = list_datasets(contract, role)
+    if fmt == "json":
+        _emit({"ok": True, "data": info, "meta": {"contract_hash": contract.hash}})
+        return EXIT_OK
+    print(_table([[d["name"], "yes" if d["heavy"] else "", d["max_rows"], d["description"]] for d in info["datasets"]],
+                 ["dataset", "heavy", "max_rows", "description"]))
+    return EXIT_OK
+
+def cmd_check_sql(args) -> int:
+    from ..allowed import allowed_for_read_sets
+    from ..errors import BindError, Codes
+    from ..guard import check
+    from ..names import did_you_mean, fold
+
+    contract = _load(args)
+    known = {fold(k) for k in contract.read_sets}
+    for name in args.read_set:
+        if fold(name) not in known:
+            hint, _ = did_you_mean(name, contract.read_sets, "read sets")
+            raise BindError(Codes.UNKNOWN_READ_SET, f"'{name}' is not a read set of this contract", hint=hint)
+    if args.file == "-":
+        sql = sys.stdin.read()
+    else:
+        try:
+            sql = Path(args.file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"cannot read {args.file}: {getattr(e, 'strerror', None) or e}")
+    max_rows = args.max_rows if args.max_rows is not None else max(r.max_rows for r in contract.roles.values())
+    verdict = check(sql, allowed_for_read_sets(contract, args.read_set, max_rows), args.params)
+    out = verdict.to_json(sql)
+    out["meta"] = {"read_sets": args.read_set, "max_rows": max_rows, "contract_hash": contract.hash}
+    _emit(out)
+    return EXIT_OK if verdict.ok else EXIT_REJECTED
+
+def cmd_explore(args) -> int:
+    import asyncio
+
+    from ..runtime import open_explorer, resolve_dsn
+
+    contract = _load(args)
+    role = _role(args)
+    source = _read_source(args)
+    settings = _settings(args)
+    dsn = resolve_dsn(settings, contract)
+
+    async def go():
+        async with open_explorer(contract, settings, dsn) as explorer:
+            return await explorer.explore(source, role, dry_run=args.dry_run)
+
+    answer = asyncio.run(go())
+    _audit_cli(settings, dsn, contract, answer, role, source)
+    fmt = args.format or ("table" if sys.stdout.isatty() else "json")
+    if fmt == "json" or not answer.ok or args.dry_run:
+        _emit(answer.envelope)
+    else:
+        print(render_result(answer.envelope))
+    return EXIT_OK if answer.ok else exit_code(answer.error)
+
+def cmd_grants(args) -> int:
+    from ..engine import grants
+
+    contract = _load(args)
+    settings = _settings(args)
+    if not args.apply:
+        sys.stdout.write(grants.script(contract, settings.role_prefix))
+        return EXIT_OK
+    import psycopg
+
+    from ..runtime import prepare_embedded
+
+    dsn = settings.dsn or prepare_embedded(settings, contract)
+    with psycopg.connect(dsn) as conn:
+        roles = grants.apply(conn, contract, settings.role_prefix)
+    _emit({"ok": True, "applied": roles, "contract_hash": contract.hash})
+    return EXIT_OK
+
+def cmd_demo(args) -> int:
+    import asyncio
+
+    from ..demo import run_demo
+    from ..runtime import open_explorer, resolve_dsn
+
+    contract = _load(args)
+    settings = _settings(args)
+    if settings.dsn and args.load:
+        import psycopg
+
+        from ..engine import demo_data, grants
+
+        with psycopg.connect(settings.dsn) as conn:
+            demo_data.load(conn)
+            grants.apply(conn, contract, settings.role_prefix)
+    dsn = resolve_dsn(settings, contract)
+
+    async def go():
+        async with open_explorer(contract, settings, dsn) as explorer:
+            return await run_demo(explorer, args.role, render_result)
+
+    return asyncio.run(go())

@@ -1,0 +1,125 @@
+"""CLI, governance: audit reports, promotion, the named-query registry."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from .common import (EXIT_OK, UsageError, _audit_cli, _emit, _load, _registry_file, _role, _settings, _table,
+                     exit_code, render_result)
+
+
+def cmd_audit(args) -> int:
+    import psycopg
+
+    from ..governance import report as rep
+    from ..governance.audit import ensure_schema
+    from ..runtime import resolve_dsn
+
+    contract = _load(args)
+    settings = _settings(args)
+    dsn = settings.audit_dsn or resolve_dsn(settings, contract)
+    from ..governance.promote import promoted_fingerprints
+
+    with psycopg.connect(dsn) as conn:
+        ensure_schema(conn)
+        data = rep.report(conn, rep.Filters(args.days, args.dataset, args.subtype), rep.Rule.from_env(),
+                          promoted_fingerprints(_registry_file(args)))
+    fmt = args.format or ("table" if sys.stdout.isatty() else "json")
+    if fmt == "json":
+        _emit({"ok": True, "data": data})
+        return EXIT_OK
+    t = data["totals"]
+    print(f"{t['requests']} requests, {t['refused']} refused, {t['failed']} failed, {t['principals']} principals "
+          f"in {args.days} days\n")
+    sections = [
+        ("Secret and hidden columns reached for", data["by_column"], ["dataset", "column_name", "reason", "n", "who"]),
+        ("Rejections by subtype", data["by_subtype"], ["key", "n"]),
+        ("Rejections by dataset", data["by_dataset"], ["key", "n"]),
+        ("Rejections by principal", data["by_principal"], ["key", "n"]),
+        ("Rejections by day", data["by_day"], ["day", "n"]),
+        ("Recent rejections", data["recent"], ["at", "principal", "subtype", "message"]),
+        ("Recurring explorations", data["recurring"], ["fingerprint", "uses", "principals", "example"]),
+        ("Promotion candidates", data["candidates"], ["fingerprint", "uses", "principals", "example"]),
+    ]
+    for title, rows, cols in sections:
+        print(f"## {title}")
+        print(_table([[", ".join(r[c]) if isinstance(r[c], list) else r[c] for c in cols] for r in rows], cols) + "\n")
+    return EXIT_OK
+
+def cmd_promote(args) -> int:
+    import psycopg
+
+    from ..governance.promote import promote
+    from ..runtime import resolve_dsn
+
+    contract = _load(args)
+    settings = _settings(args)
+    dsn = settings.audit_dsn or resolve_dsn(settings, contract)
+    path = _registry_file(args)
+    with psycopg.connect(dsn) as conn:
+        entry = promote(conn, contract, path, args.fingerprint, args.id, args.title, args.description)
+    _emit({"ok": True, "data": {"registry": str(path), "query": entry.model_dump(mode="json", exclude_none=True)}})
+    return EXIT_OK
+
+def cmd_queries(args) -> int:
+    from ..governance.promote import set_status
+    from ..governance.registry import Registry
+
+    contract = _load(args)
+    path = _registry_file(args)
+    registry = Registry.load(path, contract)
+    for ident, problem in registry.problems:
+        sys.stderr.write(f"ontoos: named query {ident} skipped: {problem}\n")
+    if args.action == "list":
+        rows = [{"id": q.id, "title": q.title, "status": q.status, "parameters": [p.name for p in q.parameters]}
+                for q in registry.entries.values()]
+        _emit({"ok": True, "data": {"queries": rows, "skipped": [i for i, _ in registry.problems]}})
+        return EXIT_OK
+    if not args.id:
+        raise UsageError(f"queries {args.action} needs an ID")
+    if args.action == "approve":
+        set_status(path, args.id, "approved")
+        _emit({"ok": True, "data": {"approved": args.id}})
+        return EXIT_OK
+    from ..names import fold
+
+    entry = registry.entries.get(fold(args.id))
+    if args.action == "show":
+        if entry is None:
+            raise UsageError(f"the registry has no valid query '{args.id}'")
+        _emit({"ok": True, "data": {**entry.describe(), "status": entry.status, "sql": entry.sql}})
+        return EXIT_OK
+    import asyncio
+
+    from ..runtime import open_explorer, resolve_dsn
+
+    params = {}
+    for item in args.param:
+        name, eq, value = item.partition("=")
+        if not eq:
+            raise UsageError(f"-p takes NAME=VALUE, not {item!r}")
+        params[name] = value
+    role = _role(args)
+    settings = _settings(args)
+    dsn = resolve_dsn(settings, contract)
+
+    async def go():
+        async with open_explorer(contract, settings, dsn) as explorer:
+            try:
+                return await registry.run(explorer, role, args.id, params)
+            except ExploreError as e:
+                from ..service import Answer
+
+                return Answer(e.to_envelope(contract_hash=contract.hash), error=e)
+
+    from ..errors import ExploreError
+
+    answer = asyncio.run(go())
+    _audit_cli(settings, dsn, contract, answer, role, f"queries run {args.id} {json.dumps(params)}")
+    fmt = args.format or ("table" if sys.stdout.isatty() else "json")
+    if fmt == "json" or not answer.ok:
+        _emit(answer.envelope)
+    else:
+        print(render_result(answer.envelope))
+    return EXIT_OK if answer.ok else exit_code(answer.error)

@@ -1,0 +1,137 @@
+"""CLI, arguments: every command's flags, declared in one place."""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+from .common import UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+def _contract_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--contract", metavar="PATH", help="contract YAML (default: $ONTOOS_CONTRACT, else the demo contract)")
+
+def _role_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--role", help="contract role to act as (default: $ONTOOS_ROLE)")
+
+def _format_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=("json", "table"), help="output format (default: table on a terminal, else json)")
+
+def _source_args(c: argparse.ArgumentParser) -> None:
+    src = c.add_mutually_exclusive_group()
+    src.add_argument("-q", "--query", metavar="TEXT", help="the exploration in text form")
+    src.add_argument("-f", "--file", metavar="FILE", help="a file (or - for stdin) holding the text form or a JSON object")
+    src.add_argument("--json", metavar="JSON", help="the exploration in JSON form")
+    src.add_argument("--dataset", help="flag form: the dataset to explore")
+    c.add_argument("--fields", action="append", default=[], metavar="F[,F...]", help="flag form: fields (repeatable)")
+    c.add_argument("--filter", action="append", default=[], metavar="PRED", help="flag form: a filter, k=v or a predicate (repeatable, ANDed)")
+    c.add_argument("--relation", action="append", default=[], metavar="R", help="flag form: a relation to follow (repeatable)")
+    c.add_argument("--group-by", action="append", default=[], metavar="REF", help="flag form: group by (repeatable)")
+    c.add_argument("--order-by", action="append", default=[], metavar="KEY", help="flag form: order key, -key for descending (repeatable)")
+    c.add_argument("--limit", type=int, help="flag form: the most rows to return")
+
+def _dsn_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dsn", help="PostgreSQL to use (default: $ONTOOS_DSN, else the embedded server)")
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="ontoos", description="Guarded exploration of a governed lakehouse.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    c = sub.add_parser("compile", help="compile an exploration to SQL without running it",
+                       description="Compile an exploration (text, JSON or flag form) to PostgreSQL SQL with $n parameters.")
+    _contract_arg(c)
+    _role_arg(c)
+    _source_args(c)
+
+    x = sub.add_parser("explore", help="run an exploration and print the rows",
+                       description="Run an exploration (text, JSON or flag form) read-only on PostgreSQL.")
+    _contract_arg(x)
+    _role_arg(x)
+    _source_args(x)
+    _dsn_arg(x)
+    _format_arg(x)
+    x.add_argument("--dry-run", action="store_true", help="plan only: what would be read, and the cost estimate")
+
+    r = sub.add_parser("grants", help="print (or apply) the database roles and column grants of the contract",
+                       description="One NOLOGIN role per contract role, with SELECT on exactly its allowed columns.")
+    _contract_arg(r)
+    _dsn_arg(r)
+    r.add_argument("--apply", action="store_true", help="run the statements (default: print them)")
+
+    k = sub.add_parser("catalog", help="list what a role may read",
+                       description="List the datasets a role may read, or describe one of them.")
+    _contract_arg(k)
+    _role_arg(k)
+    _format_arg(k)
+    k.add_argument("dataset", nargs="?", help="describe this dataset")
+
+    g = sub.add_parser("check-sql", help="verify hand-written SQL with the guard",
+                       description="Run the guard on SQL (e.g. a named query) against a read set of the contract. "
+                                   "Prints the verdict as JSON; exit 0 allowed, 2 refused.")
+    _contract_arg(g)
+    g.add_argument("--read-set", action="append", required=True, metavar="NAME",
+                   help="read set whose datasets may be read (repeatable)")
+    g.add_argument("--max-rows", type=int, metavar="N",
+                   help="row budget: LIMIT must be at most N+1 (default: the largest max_rows of any role)")
+    g.add_argument("--params", type=int, metavar="N", help="number of $n parameters that will be bound (default: any, without gaps)")
+    g.add_argument("file", nargs="?", default="-", metavar="FILE", help="file holding the SQL, or - for stdin (default)")
+
+    v = sub.add_parser("serve", help="serve MCP (stdio or streamable HTTP) and the HTTP API",
+                       description="Serve the tools over MCP on stdio, or MCP plus the REST API over HTTP.")
+    how = v.add_mutually_exclusive_group(required=True)
+    how.add_argument("--stdio", action="store_true", help="MCP on stdin/stdout, for one caller (--role or --principal)")
+    how.add_argument("--http", metavar="HOST:PORT", help="MCP at /mcp and the API at /api/v1, with bearer tokens")
+    _contract_arg(v)
+    _dsn_arg(v)
+    v.add_argument("--config", metavar="FILE", help="server configuration: principals and token hashes (default: $ONTOOS_CONFIG)")
+    v.add_argument("--role", help="stdio: the contract role to serve as")
+    v.add_argument("--principal", help="stdio: a principal of --config to serve as")
+    v.add_argument("--queries", metavar="FILE", help="named-query registry YAML (default: $ONTOOS_QUERIES)")
+
+    a = sub.add_parser("audit", help="governance report from the audit trail",
+                       description="Rejections by subtype, dataset, column, principal and day; recent rejections; "
+                                   "recurring explorations; promotion candidates.")
+    _dsn_arg(a)
+    _contract_arg(a)
+    _format_arg(a)
+    a.add_argument("--days", type=int, default=14, help="time window in days (default: 14)")
+    a.add_argument("--dataset", help="only this dataset")
+    a.add_argument("--subtype", help="only this error subtype")
+    a.add_argument("--queries", metavar="FILE", help="registry YAML: its fingerprints are no longer candidates")
+
+    m = sub.add_parser("promote", help="turn a recurring exploration into a pending named query",
+                       description="Write the fingerprint's exploration into the registry as a named query "
+                                   "(status pending), after the guard has verified its SQL.")
+    _dsn_arg(m)
+    _contract_arg(m)
+    m.add_argument("fingerprint")
+    m.add_argument("--id", required=True, help="the named query's id")
+    m.add_argument("--title", required=True)
+    m.add_argument("--description", default="")
+    m.add_argument("--queries", metavar="FILE", help="registry YAML (default: $ONTOOS_QUERIES, else queries.yaml)")
+
+    n = sub.add_parser("queries", help="named queries: list, show, run, approve")
+    n.add_argument("action", choices=("list", "show", "run", "approve"))
+    n.add_argument("id", nargs="?")
+    n.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE", help="run: a parameter (repeatable)")
+    n.add_argument("--queries", metavar="FILE", help="registry YAML (default: $ONTOOS_QUERIES, else queries.yaml)")
+    _contract_arg(n)
+    _role_arg(n)
+    _dsn_arg(n)
+    _format_arg(n)
+
+    d = sub.add_parser("demo", help="run example explorations on the embedded demo lakehouse",
+                       description="Start the embedded PostgreSQL, load the demo lakehouse if needed, and run "
+                                   "example explorations: joins, aggregates, a clamp note, and refusals.")
+    _contract_arg(d)
+    _dsn_arg(d)
+    d.add_argument("--role", default="analyst", help="role to act as (default: analyst)")
+    d.add_argument("--load", action="store_true", help="with --dsn: (re)load the demo lakehouse there (drops schema lake)")
+    return parser
+
+
+# ---------------------------------------------------------------- output

@@ -1,0 +1,72 @@
+"""CLI, the servers: MCP over stdio, MCP and the HTTP API over streamable HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from .common import EXIT_OK, EXIT_REJECTED, UsageError, _envelope_for_usage, _load, _role, _settings, exit_code
+
+
+def cmd_serve(args) -> int:
+    from ..errors import ExploreError
+    from ..governance.registry import Registry
+    from ..server.config import ServerConfig, load_config
+    from ..server.run import log_to_stderr, registry_path
+
+    log_to_stderr()
+    contract = _load(args)
+    settings = _settings(args)
+    config_path = args.config or os.environ.get("ONTOOS_CONFIG")
+    config = load_config(config_path, contract) if config_path else ServerConfig()
+    registry = Registry.load(registry_path(args.queries), contract)
+    for ident, problem in registry.problems:
+        sys.stderr.write(f"ontoos: named query {ident} skipped: {problem}\n")
+    if args.stdio:
+        try:
+            return _serve_stdio(args, contract, settings, config, registry)
+        except (ExploreError, UsageError) as e:  # stdout is the protocol channel: diagnostics go to stderr
+            env = e.to_envelope() if isinstance(e, ExploreError) else _envelope_for_usage(str(e))
+            sys.stderr.write(json.dumps(env) + "\n")
+            return exit_code(e) if isinstance(e, ExploreError) else EXIT_REJECTED
+    return _serve_http(args, contract, settings, config, registry)
+
+def _serve_stdio(args, contract, settings, config, registry) -> int:
+    import asyncio
+
+    from ..runtime import resolve_dsn
+    from ..server.config import Authenticator, Principal
+    from ..server.run import run_stdio
+
+    if args.principal:
+        principal = Authenticator(config, contract).by_name(args.principal)
+        if principal is None:
+            raise UsageError(f"--principal {args.principal} is not in the server configuration")
+    else:
+        from ..pipeline import resolve_role
+
+        role = resolve_role(contract, args.role or os.environ.get("ONTOOS_ROLE") or _role(args))
+        principal = Principal("stdio", role.name)
+    dsn = resolve_dsn(settings, contract)
+    asyncio.run(run_stdio(contract, settings, dsn, principal, registry))
+    return EXIT_OK
+
+def _serve_http(args, contract, settings, config, registry) -> int:
+    from ..runtime import resolve_dsn
+    from ..server.run import http_app, registry_path
+
+    host, _, port = args.http.rpartition(":")
+    if not host or not port.isdigit():
+        raise UsageError("--http takes HOST:PORT, e.g. 127.0.0.1:8765")
+    if not config.principals:
+        sys.stderr.write("ontoos: no principals configured (--config): every request will be refused\n")
+    import uvicorn
+
+    dsn = resolve_dsn(settings, contract)
+    from ..governance.report import Rule
+
+    rule = Rule.from_env()
+    uvicorn.run(http_app(contract, settings, dsn, config, registry, registry_path(args.queries), rule, host, int(port)),
+                host=host, port=int(port), log_level="warning", lifespan="on")
+    return EXIT_OK
