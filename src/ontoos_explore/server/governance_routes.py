@@ -132,39 +132,37 @@ class Governance:
         body = data if view == "report" else {view: data[view]}
         return JSONResponse({"ok": True, "data": body, "meta": {"contract_hash": self.tools.contract.hash}})
 
-    async def promote(self, request: Request) -> Response:
+    async def _registry_action(self, request: Request, act) -> Response:
+        """A reviewer's POST form that changes the registry: run `act(form)` (in a thread), reload,
+        and redirect back to the page with its message (or the refusal's message and hint)."""
         try:
             self._reviewer(request)
             form = await _form(request)
             if self.registry_path is None:
                 raise InputError(Codes.INVALID_REQUEST, "no registry file is configured", hint="start with --queries FILE")
-
-            def work():
-                with psycopg.connect(self._dsn(), connect_timeout=5) as conn:
-                    return promotion.promote(conn, self.tools.contract, self.registry_path, form.get("fingerprint", ""),
-                                             form.get("id", ""), form.get("title", "") or form.get("id", ""))
-
-            entry = await asyncio.to_thread(work)
+            message = await asyncio.to_thread(act, form)
             self._reload_registry()
-            return _back(f"promoted {entry.id} (pending): approve it below")
+            return _back(message)
         except AuthError as e:
             return _html_error(e, 403)
         except ExploreError as e:
             return _back(f"{e.message}: {e.hint or ''}", error=True)
+
+    async def promote(self, request: Request) -> Response:
+        def act(form: dict[str, str]) -> str:
+            with psycopg.connect(self._dsn(), connect_timeout=5) as conn:
+                entry = promotion.promote(conn, self.tools.contract, self.registry_path, form.get("fingerprint", ""),
+                                          form.get("id", ""), form.get("title", "") or form.get("id", ""))
+            return f"promoted {entry.id} (pending): approve it below"
+
+        return await self._registry_action(request, act)
 
     async def approve(self, request: Request) -> Response:
-        try:
-            self._reviewer(request)
-            form = await _form(request)
-            if self.registry_path is None:
-                raise InputError(Codes.INVALID_REQUEST, "no registry file is configured", hint="start with --queries FILE")
-            await asyncio.to_thread(promotion.set_status, self.registry_path, form.get("id", ""), "approved")
-            self._reload_registry()
-            return _back(f"approved {form.get('id')}: agents can run it with ontoos_run_query")
-        except AuthError as e:
-            return _html_error(e, 403)
-        except ExploreError as e:
-            return _back(f"{e.message}: {e.hint or ''}", error=True)
+        def act(form: dict[str, str]) -> str:
+            promotion.set_status(self.registry_path, form.get("id", ""), "approved")
+            return f"approved {form.get('id')}: agents can run it with ontoos_run_query"
+
+        return await self._registry_action(request, act)
 
     async def login_form(self, request: Request) -> Response:
         return HTMLResponse(
