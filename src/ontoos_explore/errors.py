@@ -88,6 +88,10 @@ class Codes:
     # EX6xx: the database
     UPSTREAM_UNAVAILABLE = _c("EX601", NETWORK, "UPSTREAM_UNAVAILABLE", "PostgreSQL cannot be reached")
 
+    # Hardening (server surfaces): per-principal rate limits, and calls the caller abandoned.
+    RATE_LIMITED = _c("EX412", POLICY, "QUERY_BUDGET_EXCEEDED", "more calls than the principal's rate limit allows")
+    CANCELLED = _c("EX602", NETWORK, "CANCELLED", "the caller disconnected or cancelled before the answer (audit only)")
+
     # EX9xx: not the caller's fault
     INTERNAL_ERROR = _c("EX901", INTERNAL, "INTERNAL_ERROR", "an unexpected failure")
     CONTRACT_INVALID = _c("EX902", INTERNAL, "CONTRACT_INVALID", "the contract file is invalid")

@@ -31,7 +31,7 @@ from ..ir import (
 )
 from ..names import close_matches, is_identifier
 from ..types import python_kind
-from .limits import MAX_TEXT, check_shape
+from .limits import MAX_TEXT, check_json, check_shape, check_text
 from .parser import parse, parse_text
 
 JSON_KEYS = ("dataset", "fields", "filter", "relations", "group_by", "order_by", "limit", "query")
@@ -183,6 +183,7 @@ def from_json(body: Any) -> Exploration:
     """The JSON form (a dict, as from MCP or a parsed REST body) -> Exploration."""
     if not isinstance(body, dict):
         raise _bad("the exploration must be a JSON object", 'e.g. {"dataset": "workloads", "fields": ["name"]}')
+    check_json(body, "the exploration")
     unknown = [k for k in body if k not in JSON_KEYS]
     if unknown:
         key = str(unknown[0])
@@ -262,6 +263,7 @@ def split_top_level(text: str) -> list[str]:
 
 def _flag_filter(text: str, i: int) -> Predicate:
     """`k=v` takes the rest of the flag as the literal; a full predicate is read as one."""
+    check_text(text, f"--filter #{i + 1}")  # the k=v literal must hold what the text form may
     try:
         return parse(text, start="predicate", what=f"--filter #{i + 1}")
     except InputError as err:

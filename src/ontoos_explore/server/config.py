@@ -1,25 +1,37 @@
-"""Server configuration: who may call, as which role. YAML -> ServerConfig -> Authenticator.
+"""Server configuration: who may call, as which role, how often. YAML -> ServerConfig -> Authenticator.
 
+    rate_limit: {per_second: 5, burst: 20}          # every principal without one of its own
     principals:
       alice:    {role: analyst, token_sha256: "<hex sha256 of the token>"}
-      reviewer: {role: admin,   token_sha256: "...", reviewer: true}
+      reviewer: {role: admin,   token_sha256: "...", reviewer: true, rate_limit: {per_minute: 120}}
+      batch:    {role: viewer,  token_sha256: "...", rate_limit: false}   # no limit
 
 Tokens are never stored, only their SHA-256; a presented token is hashed and
 compared with every entry in constant time (hmac.compare_digest, no early
 exit), so neither the comparison nor the position of a match shows in the
 timing. Every surface resolves its caller through `Authenticator`.
+
+Rate limits are token buckets per principal: a bucket holds `burst` calls
+(default: the rate's own number, e.g. 120 for 120 per minute) and refills at
+`per_second` or `per_minute`; each tool call takes one, and a call finding
+the bucket empty is refused (RATE_LIMITED, EX412) with the seconds until the
+next one is possible. With no `rate_limit` anywhere, nothing is limited.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..contract import Contract
 from ..errors import ContractError
@@ -28,11 +40,33 @@ from ..names import fold
 HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
+class RateLimitConfig(BaseModel):
+    """A token bucket: `per_second` or `per_minute` (one of them), and `burst` calls at once."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    per_second: float | None = Field(None, gt=0, allow_inf_nan=False, description="calls per second, on average")
+    per_minute: float | None = Field(None, gt=0, allow_inf_nan=False, description="calls per minute, on average")
+    burst: int | None = Field(None, ge=1, description="calls at once (the bucket's size)")
+
+    @model_validator(mode="after")
+    def _one_rate(self) -> "RateLimitConfig":
+        if (self.per_second is None) == (self.per_minute is None):
+            raise ValueError("give exactly one of per_second and per_minute")
+        return self
+
+    def limit(self) -> "RateLimit":
+        if self.per_second is not None:
+            return RateLimit(self.per_second, self.burst or max(1, math.ceil(self.per_second)), "second")
+        return RateLimit(self.per_minute / 60.0, self.burst or max(1, math.ceil(self.per_minute)), "minute")
+
+
 class PrincipalConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     role: str
     token_sha256: str = Field(description="hex SHA-256 of the bearer token")
     reviewer: bool = False
+    rate_limit: RateLimitConfig | Literal[False] | None = Field(
+        None, description="this principal's limit; false for none; absent for the server's rate_limit")
 
     @field_validator("token_sha256")
     @classmethod
@@ -45,7 +79,26 @@ class PrincipalConfig(BaseModel):
 
 class ServerConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+    rate_limit: RateLimitConfig | None = Field(None, description="the limit of every principal without its own")
     principals: dict[str, PrincipalConfig] = {}
+
+    def rate_of(self, pc: PrincipalConfig) -> "RateLimit | None":
+        own = pc.rate_limit
+        if own is False:
+            return None
+        chosen = own if own is not None else self.rate_limit
+        return chosen.limit() if chosen is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimit:
+    per_second: float  # the refill rate
+    burst: int  # the bucket's size
+    unit: str = "second"  # how the configuration said it, for messages
+
+    def describe(self) -> str:
+        n = self.per_second * (60 if self.unit == "minute" else 1)
+        return f"{n:g} calls per {self.unit} (bursts of {self.burst})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +106,30 @@ class Principal:
     name: str
     role: str
     reviewer: bool = False
+    rate: RateLimit | None = None  # None: not limited
+
+
+class RateLimiter:
+    """Token buckets by principal name. Single event loop: no locks needed. Buckets exist only
+    for configured principals that have a limit, so the table is as large as the configuration."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._buckets: dict[str, tuple[float, float]] = {}  # name -> (tokens, when counted)
+
+    def take(self, principal: Principal) -> float:
+        """Take one call from the principal's bucket: 0.0 if it may go ahead, else the seconds to wait."""
+        limit = principal.rate
+        if limit is None:
+            return 0.0
+        now = self.clock()
+        tokens, then = self._buckets.get(principal.name, (float(limit.burst), now))
+        tokens = min(float(limit.burst), tokens + max(0.0, now - then) * limit.per_second)
+        if tokens >= 1.0:
+            self._buckets[principal.name] = (tokens - 1.0, now)
+            return 0.0
+        self._buckets[principal.name] = (tokens, now)
+        return (1.0 - tokens) / limit.per_second
 
 
 def token_hash(token: str) -> str:
@@ -80,7 +157,8 @@ def load_config(path: str | Path, contract: Contract) -> ServerConfig:
 class Authenticator:
     def __init__(self, config: ServerConfig, contract: Contract) -> None:
         self._entries = [
-            (bytes.fromhex(pc.token_sha256), Principal(name, contract.role(pc.role).name, pc.reviewer))
+            (bytes.fromhex(pc.token_sha256),
+             Principal(name, contract.role(pc.role).name, pc.reviewer, config.rate_of(pc)))
             for name, pc in sorted(config.principals.items())
         ]
 

@@ -32,7 +32,7 @@ from mcp.types import (
 
 from .. import __version__
 from .config import Principal
-from .tools import INSTRUCTIONS, READ_ONLY, TOOLS, Tools, input_schema, output_schema
+from .tools import INSTRUCTIONS, READ_ONLY, TOOLS, Tools, input_schema, output_schema, scrub
 
 log = logging.getLogger("ontoos_explore.mcp")
 
@@ -79,9 +79,10 @@ def build_server(tools: Tools, principal_of: Callable[[ServerRequestContext], Pr
 
             env = InternalError(reason="UNEXPECTED").to_envelope()
             return CallToolResult(is_error=True, content=[TextContent(type="text", text=json.dumps(env))])
-        text = json.dumps(answer.envelope, ensure_ascii=False)
-        if not answer.ok:
+        if not answer.ok:  # a refusal may echo the caller's text: make it encodable whatever it holds
+            text = json.dumps(scrub(answer.envelope), ensure_ascii=False)
             return CallToolResult(is_error=True, content=[TextContent(type="text", text=text)])
+        text = json.dumps(answer.envelope, ensure_ascii=False)
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=answer.envelope)
 
     return Server(

@@ -3,11 +3,20 @@
 Both the MCP server and the HTTP API call `Tools.call(name, arguments,
 principal)`, which answers `(ok, envelope)`: the same envelope on every
 surface. Descriptions stay short; the shared guidance is `INSTRUCTIONS`.
+
+`Tools.call` is also where every surface's calls are admitted: the caller's
+rate limit is taken first (RATE_LIMITED, with `meta.retry_after_s`), the
+arguments are checked as a whole (`check_json`: depth, size, NUL bytes and
+unpaired surrogates) before any of them is read or echoed, and a call
+cancelled half-way (the client went away) is still recorded, once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,9 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..catalog import describe_dataset, list_datasets
 from ..contract import Contract
 from ..errors import AuthError, Codes, ExploreError, InputError
+from ..grammar.limits import check_json
 from ..names import close_matches
 from ..service import Answer, Explorer, new_id
-from .config import Principal
+from .config import Principal, RateLimiter
 
 INSTRUCTIONS = """\
 Read-only exploration of an R&D-ontology lakehouse (code projects, Kubernetes workloads and containers,
@@ -144,12 +154,67 @@ def _unknown_keys(arguments: dict[str, Any], allowed: tuple[str, ...], tool: str
         )
 
 
+def clean_text(text: str) -> str:
+    """A string any JSON encoder, UTF-8 and PostgreSQL text accept: NUL and unpaired surrogates escaped."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def scrub(value: Any) -> Any:
+    """`value` (an envelope, an event's field) with every string `clean_text`ed; iterative for dicts and lists."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if not isinstance(value, (dict, list)):
+        return value
+    root: Any = {} if isinstance(value, dict) else []
+    stack = [(value, root)]
+    while stack:
+        src, dst = stack.pop()
+        items = src.items() if isinstance(src, dict) else enumerate(src)
+        for k, v in items:
+            if isinstance(v, (dict, list)):
+                child: Any = {} if isinstance(v, dict) else []
+                stack.append((v, child))
+                v = child
+            elif isinstance(v, str):
+                v = clean_text(v)
+            if isinstance(dst, dict):
+                dst[clean_text(k) if isinstance(k, str) else k] = v
+            else:
+                dst.append(v)
+    return root
+
+
+def rate_limited(principal: Principal, wait_s: float) -> ExploreError:
+    after = max(1, math.ceil(wait_s))
+    return ExploreError(
+        Codes.RATE_LIMITED,
+        f"{principal.name} has used its rate limit of {principal.rate.describe()}",
+        hint=f"retry in {after} s (meta.retry_after_s; Retry-After over HTTP); spread the calls out, "
+        "or ask for a higher rate_limit in the server configuration",
+        reason="RATE_LIMITED",
+        detail={"retry_after_s": after},
+    )
+
+
+def cancelled(surface: str) -> ExploreError:
+    return ExploreError(Codes.CANCELLED, "the call was abandoned before its answer",
+                        hint="the client disconnected or cancelled the call; nothing was returned",
+                        reason="CLIENT_DISCONNECTED" if surface == "rest" else "CALL_CANCELLED")
+
+
 class Tools:
     def __init__(self, contract: Contract, explorer: Explorer, registry=None, audit=None) -> None:
         self.contract = contract
         self.explorer = explorer
         self.registry = registry
         self.audit = audit  # an AuditWriter, or None (no audit store configured)
+        self.limiter = RateLimiter()
 
     def record(self, answer: Answer, principal: Principal | None, surface: str, source: Any) -> None:
         if self.audit is None:
@@ -157,32 +222,67 @@ class Tools:
         from ..governance.audit import event_for
 
         try:
-            self.audit.record(event_for(answer, principal=principal.name if principal else None,
-                                        role=principal.role if principal else None, surface=surface,
-                                        source=source, contract=self.contract))
+            event = event_for(answer, principal=principal.name if principal else None,
+                              role=principal.role if principal else None, surface=surface,
+                              source=source, contract=self.contract)
+            # hostile text (a NUL, a lone surrogate) must not reach, and jam, the audit store's COPY
+            self.audit.record(dataclasses.replace(event, **{
+                f.name: clean_text(v) for f in dataclasses.fields(event)
+                if isinstance(v := getattr(event, f.name), str)}))
         except Exception:  # the audit must never break an answer
             import logging
 
             logging.getLogger("ontoos_explore.audit").exception("could not record an event")
 
-    async def call(self, name: str, arguments: Any, principal: Principal | None, surface: str = "mcp") -> Answer:
-        answer = await self._call(name, arguments, principal)
+    def admit(self, principal: Principal | None) -> Answer | None:
+        """Take one call from the principal's rate limit: None to go ahead, or the refusal."""
+        if principal is None or principal.rate is None:
+            return None
+        wait_s = self.limiter.take(principal)
+        if wait_s <= 0:
+            return None
+        e = rate_limited(principal, wait_s)
+        return Answer(self._error(e, retry_after_s=e.detail["retry_after_s"]), error=e)
+
+    async def call(self, name: str, arguments: Any, principal: Principal | None, surface: str = "mcp", *,
+                   admitted: bool = False) -> Answer:
+        """One tool call on any surface: admitted (rate limit), run, recorded. `admitted`: the
+        surface has already taken this call from the rate limit (REST does, before reading a body)."""
         source = arguments
         if name == "ontoos_explore" and isinstance(arguments, dict):
             source = {k: v for k, v in arguments.items() if k != "dry_run"}
         elif name != "ontoos_explore":
-            source = f"{name} {json.dumps(arguments, default=str)[:500]}"
+            try:
+                source = f"{name} {json.dumps(arguments, default=str)[:500]}"
+            except (ValueError, RecursionError):  # a self-referencing or absurdly deep value (in-process)
+                source = name
+        answer = None if admitted else self.admit(principal)
+        if answer is None:
+            try:
+                answer = await self._call(name, arguments, principal)
+            except asyncio.CancelledError:
+                e = cancelled(surface)
+                self.record(Answer(self._error(e), error=e), principal, surface, source)
+                raise
         self.record(answer, principal, surface, source)
         return answer
 
-    async def explore(self, source: Any, principal: Principal, surface: str, dry_run: bool = False) -> Answer:
+    async def explore(self, source: Any, principal: Principal, surface: str, dry_run: bool = False, *,
+                      admitted: bool = False) -> Answer:
         """An exploration already parsed by the surface (the REST query string)."""
-        answer = await self.explorer.explore(source, principal.role, dry_run=dry_run)
+        answer = None if admitted else self.admit(principal)
+        if answer is None:
+            try:
+                answer = await self.explorer.explore(source, principal.role, dry_run=dry_run)
+            except asyncio.CancelledError:
+                e = cancelled(surface)
+                self.record(Answer(self._error(e), error=e), principal, surface, source)
+                raise
         self.record(answer, principal, surface, source)
         return answer
 
-    def _error(self, e: ExploreError) -> dict[str, Any]:
-        return e.to_envelope(exploration_id=new_id(), contract_hash=self.contract.hash)
+    def _error(self, e: ExploreError, **meta: Any) -> dict[str, Any]:
+        return e.to_envelope(exploration_id=new_id(), contract_hash=self.contract.hash, **meta)
 
     def _ok(self, data: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "data": data, "meta": {"exploration_id": new_id(), "contract_hash": self.contract.hash}}
@@ -197,6 +297,7 @@ class Tools:
         try:
             if not isinstance(arguments, dict):
                 raise InputError(Codes.INVALID_REQUEST, "arguments must be an object", hint="send a JSON object")
+            check_json(arguments, "the arguments")
             if name == "ontoos_explore":
                 _unknown_keys(arguments, EXPLORE_ARGUMENTS, name)
                 args = dict(arguments)
