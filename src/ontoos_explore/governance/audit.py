@@ -1,12 +1,34 @@
 """Governance, audit: every request -> one Event -> a queue -> batched into PostgreSQL.
 
-Events go to the schema `ontoos_audit` (the embedded server by default, or
-`--audit-dsn`). Recording never touches the database on the caller's path:
-`AuditWriter.record()` only enqueues; a background task inserts batches (one
-COPY per batch) every `interval` seconds or `batch` events, retries while the
-store is down, and `close()` flushes whatever is queued on a clean shutdown.
-On a crash, events still queued (at most one interval's worth, or more while
-the store is down) are lost; the README says so.
+Events go to the schema `ontoos_audit` (the exploration database by default,
+or `ONTOOS_AUDIT_DSN`). Recording never touches the database on the caller's
+path: `AuditWriter.record()` only enqueues; a background task writes batches
+(one COPY per batch) every `interval` seconds or `batch` events, keeps them
+queued while the store is down, and `close()` flushes whatever is queued on a
+clean shutdown. The service answers whether or not the store is up (DESIGN.md:
+the service stays up; the audit is how reviewers see what happened, not a gate).
+
+Every event is accounted for, never lost silently:
+
+    recorded == written + queued + dropped + rejected (+ lost, after close)
+
+- `queued`: waiting in memory; bounded by `queue_max` events and
+  `queue_max_bytes` (an estimate of the events' text).
+- `dropped`: the queue was full when the event was recorded (a long outage of
+  the store): the newest events are dropped, counted, logged once per episode,
+  and the episode is written to `ontoos_audit.gaps` (QUEUE_FULL, how many,
+  first and last drop) as soon as the store takes writes again.
+- `rejected`: the store refused the event itself (not the batch: a failing
+  batch is split until the event at fault is found, and the others are
+  written); counted, logged, and written to `ontoos_audit.gaps` (REJECTED).
+  Text that PostgreSQL cannot store (NUL, unpaired surrogates) is escaped
+  first, so a hostile input cannot stop the trail.
+- `lost`: still queued when `close()` gave up (the store was down at
+  shutdown), or on a crash: logged, and the README says so.
+
+Writes are idempotent (COPY into a temporary table, then INSERT ... ON
+CONFLICT (id) DO NOTHING): a batch whose commit succeeded but whose answer
+was lost is retried without a duplicate and without failing forever.
 """
 
 from __future__ import annotations
@@ -16,10 +38,14 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import os
+import socket
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ..contract import Contract
 from ..errors import ExploreError
@@ -52,12 +78,47 @@ CREATE TABLE IF NOT EXISTS ontoos_audit.events (
 );
 CREATE INDEX IF NOT EXISTS events_at ON ontoos_audit.events (at);
 CREATE INDEX IF NOT EXISTS events_fingerprint ON ontoos_audit.events (fingerprint, outcome);
+CREATE TABLE IF NOT EXISTS ontoos_audit.gaps (
+  id        text PRIMARY KEY,
+  at        timestamptz NOT NULL,
+  reason    text NOT NULL CHECK (reason IN ('QUEUE_FULL', 'REJECTED')),
+  events    integer NOT NULL,
+  first_at  timestamptz,
+  last_at   timestamptz,
+  writer    text,
+  detail    text
+);
 """
 COLUMNS = ("id", "at", "principal", "role", "surface", "dataset", "exploration", "fingerprint", "outcome",
            "error_type", "error_subtype", "error_code", "reason", "column_name", "message", "hint", "rows",
            "truncated", "elapsed_ms")
+TEXT_COLUMNS = tuple(c for c in COLUMNS if c not in ("at", "rows", "truncated", "elapsed_ms"))
 COPY = f"COPY ontoos_audit.events ({', '.join(COLUMNS)}) FROM STDIN"
+BATCH_TABLE = "ontoos_audit_batch"  # per connection, temporary: the idempotent write goes through it
+COPY_BATCH = f"COPY {BATCH_TABLE} ({', '.join(COLUMNS)}) FROM STDIN"
+INSERT_BATCH = (f"INSERT INTO ontoos_audit.events ({', '.join(COLUMNS)}) SELECT {', '.join(COLUMNS)} "
+                f"FROM {BATCH_TABLE} ON CONFLICT (id) DO NOTHING")
+GAP_COLUMNS = ("id", "at", "reason", "events", "first_at", "last_at", "writer", "detail")
+INSERT_GAP = (f"INSERT INTO ontoos_audit.gaps ({', '.join(GAP_COLUMNS)}) VALUES ({', '.join(['%s'] * len(GAP_COLUMNS))}) "
+              "ON CONFLICT (id) DO NOTHING")
 MAX_TEXT = 4000
+EVENT_OVERHEAD = 600  # bytes of an Event beyond its text (object, datetime, numbers), for the queue's byte bound
+
+
+def clean_text(value: Any) -> Any:
+    """Text PostgreSQL can store: NUL and unpaired surrogates escaped, at most MAX_TEXT characters."""
+    if not isinstance(value, str):
+        return value
+    if len(value) > MAX_TEXT:
+        value = value[:MAX_TEXT]
+    if "\x00" in value:
+        value = value.replace("\x00", "\\u0000")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            value = value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +144,33 @@ class Event:
     elapsed_ms: float | None = None
 
     def row(self) -> tuple:
-        return tuple(getattr(self, c) for c in COLUMNS)
+        return tuple(clean_text(getattr(self, c)) for c in COLUMNS)
+
+    def size(self) -> int:
+        """An estimate of the memory the event holds while queued, in bytes."""
+        n = EVENT_OVERHEAD
+        for c in TEXT_COLUMNS:
+            v = getattr(self, c)
+            if v:
+                n += len(v) if v.isascii() else 4 * len(v)
+        return n
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """Events the trail does not hold, and why: a row of `ontoos_audit.gaps`."""
+
+    id: str
+    at: dt.datetime
+    reason: str  # QUEUE_FULL | REJECTED
+    events: int
+    first_at: dt.datetime | None
+    last_at: dt.datetime | None
+    writer: str
+    detail: str
+
+    def row(self) -> tuple:
+        return tuple(clean_text(getattr(self, c)) for c in GAP_COLUMNS)
 
 
 def _describe_source(source: Any, contract: Contract) -> tuple[str | None, str | None, str | None]:
@@ -142,116 +229,293 @@ def ensure_schema(conn: psycopg.Connection) -> None:
 
 
 def write(conn: psycopg.Connection, events: list[Event]) -> None:
+    """One COPY of the events, in one transaction (the CLI's and the tests' path)."""
     with conn.transaction():
         with conn.cursor() as cur, cur.copy(COPY) as copy:
             for e in events:
                 copy.write_row(e.row())
 
 
+def write_idempotent(conn: psycopg.Connection, events: list[Event]) -> int:
+    """COPY into the connection's temporary batch table, then insert what is not there yet.
+
+    Returns the rows inserted (fewer than the events when a retried batch had
+    been committed already). The connection must come from `AuditWriter._connect`."""
+    with conn.transaction(), conn.cursor() as cur:
+        with cur.copy(COPY_BATCH) as copy:
+            for e in events:
+                copy.write_row(e.row())
+        cur.execute(INSERT_BATCH)
+        return cur.rowcount
+
+
+def write_gaps(conn: psycopg.Connection, gaps: list[Gap]) -> None:
+    with conn.transaction(), conn.cursor() as cur:
+        cur.executemany(INSERT_GAP, [g.row() for g in gaps])
+
+
+def _store_down(e: BaseException, conn: psycopg.Connection | None) -> bool:
+    """A failure of the store (retry later), as opposed to a refusal of what was sent."""
+    if isinstance(e, (psycopg.OperationalError, psycopg.InterfaceError)):
+        return True
+    return conn is None or conn.closed or conn.broken
+
+
+def _writer_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 @dataclass
 class AuditWriter:
-    """Queue + background batches. `record` never waits for the database."""
+    """Queue + background batches. `record` never waits for the database, and never raises."""
 
     dsn: str
     batch: int = 500
     interval: float = 0.2
     retry: float = 1.0
     queue_max: int = 100_000
+    queue_max_bytes: int = 64 * 1024 * 1024
+    statement_timeout_ms: int = 30_000
+    recorded: int = 0
     written: int = 0
     dropped: int = 0
+    rejected: int = 0
+    lost: int = 0
     _queue: asyncio.Queue | None = field(default=None, repr=False)
     _task: asyncio.Task | None = field(default=None, repr=False)
     _pending: list[Event] = field(default_factory=list, repr=False)
+    _queued: int = field(default=0, repr=False)
+    _bytes: int = field(default=0, repr=False)
+    _drops: list | None = field(default=None, repr=False)  # the open QUEUE_FULL episode: [first, last, count]
+    _gaps: list[Gap] = field(default_factory=list, repr=False)  # gap rows not written yet
+    _down_since: float | None = field(default=None, repr=False)
+    _conn: psycopg.Connection | None = field(default=None, repr=False)
+    _max_queued: int = field(default=0, repr=False)
 
     def __post_init__(self) -> None:
-        self._queue = asyncio.Queue(self.queue_max)  # record() works before start(); events wait
+        # unbounded as an asyncio.Queue: the bounds are checked in record(), so the stop marker always fits
+        self._queue = asyncio.Queue()  # record() works before start(); events wait
 
-    async def start(self) -> None:
-        try:
-            await asyncio.to_thread(self._setup)
-        except psycopg.Error:
-            log.warning("audit store unavailable at start; events are queued until it is back")
-        self._task = asyncio.create_task(self._run(), name="ontoos-audit")
-
-    def _setup(self) -> None:
-        with psycopg.connect(self.dsn, connect_timeout=5) as conn:
-            ensure_schema(conn)
+    # ------------------------------------------------------------ the caller's path
 
     def record(self, event: Event) -> None:
-        try:
-            self._queue.put_nowait(event)
-        except asyncio.QueueFull:
-            self.dropped += 1
-            log.error("audit queue full: event %s dropped", event.id)
+        self.recorded += 1
+        size = event.size()
+        if self._queued >= self.queue_max or self._bytes + size > self.queue_max_bytes:
+            self._drop(event)
+            return
+        self._queue.put_nowait(event)
+        self._queued += 1
+        self._bytes += size
+        self._max_queued = max(self._max_queued, self._queued)
+
+    def _drop(self, event: Event) -> None:
+        self.dropped += 1
+        if self._drops is None:
+            self._drops = [event.at, event.at, 0]
+            log.error("audit queue full (%d events, %.1f MiB): new events are dropped and counted until the store "
+                      "takes writes again", self._queued, self._bytes / 2**20)
+        self._drops[1] = event.at
+        self._drops[2] += 1
 
     @property
     def queued(self) -> int:
-        return (self._queue.qsize() if self._queue else 0) + len(self._pending)
+        return self._queued
+
+    def stats(self) -> dict[str, Any]:
+        return {"recorded": self.recorded, "written": self.written, "queued": self._queued, "dropped": self.dropped,
+                "rejected": self.rejected, "lost": self.lost, "max_queued": self._max_queued,
+                "queued_bytes": self._bytes, "gaps_unwritten": len(self._gaps) + (self._drops is not None),
+                "store_down_s": round(time.monotonic() - self._down_since, 1) if self._down_since else 0.0}
+
+    # ------------------------------------------------------------ the background task
+
+    async def start(self) -> None:
+        try:
+            self._conn = await asyncio.to_thread(self._connect)
+        except (psycopg.Error, OSError):
+            self._down_since = time.monotonic()
+            log.warning("audit store unavailable at start; events are queued until it is back")
+        self._task = asyncio.create_task(self._run(), name="ontoos-audit")
+
+    def _conninfo(self) -> str:
+        params = conninfo_to_dict(self.dsn)
+        defaults = {"application_name": "ontoos-audit", "connect_timeout": "5", "keepalives": "1",
+                    "keepalives_idle": "10", "keepalives_interval": "5", "keepalives_count": "3"}
+        for k, v in defaults.items():
+            params.setdefault(k, v)
+        return make_conninfo(**params)
+
+    def _connect(self) -> psycopg.Connection:
+        conn = psycopg.connect(self._conninfo(), autocommit=True)
+        try:
+            conn.execute(f"SET statement_timeout = {int(self.statement_timeout_ms)}")
+            ensure_schema(conn)
+            conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {BATCH_TABLE} (LIKE ontoos_audit.events) "
+                         "ON COMMIT DELETE ROWS")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    async def _collect(self) -> bool:
+        """Move one batch from the queue to `_pending`; True when the stop marker was reached."""
+        loop = asyncio.get_running_loop()
+        first = await self._queue.get()
+        if first is None:
+            return True
+        self._pending.append(first)
+        deadline = loop.time() + self.interval
+        while len(self._pending) < self.batch:
+            timeout = deadline - loop.time()
+            if timeout <= 0:
+                break
+            try:
+                item = await asyncio.wait_for(self._queue.get(), timeout)
+            except TimeoutError:
+                break
+            if item is None:
+                return True
+            self._pending.append(item)
+        return False
 
     async def _run(self) -> None:
-        conn = None
         stopping = False
-        while not stopping:
-            try:
-                first = await self._queue.get()
-                if first is None:
-                    stopping = True
-                else:
-                    self._pending.append(first)
-                deadline = asyncio.get_running_loop().time() + self.interval
-                while not stopping and len(self._pending) < self.batch:
-                    timeout = deadline - asyncio.get_running_loop().time()
-                    if timeout <= 0:
+        try:
+            while True:
+                try:
+                    if not self._pending and not stopping:
+                        stopping = await self._collect()
+                    await self._flush()
+                    if stopping and not self._pending:
                         break
-                    try:
-                        item = await asyncio.wait_for(self._queue.get(), timeout)
-                    except TimeoutError:
-                        break
-                    if item is None:
-                        stopping = True
-                    else:
-                        self._pending.append(item)
-                conn = await self._flush(conn)
-            except Exception:  # keep the writer alive whatever happens
-                log.exception("audit writer error")
-                await asyncio.sleep(self.retry)
-        if conn is not None:
-            await asyncio.to_thread(conn.close)
+                except Exception:  # keep the writer alive whatever happens
+                    log.exception("audit writer error")
+                    await asyncio.sleep(self.retry)
+        finally:
+            self._disconnect()
 
-    async def _flush(self, conn):
-        while self._pending:
+    def _disconnect(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        self._conn = None
+
+    async def _reconnect(self) -> None:
+        self._disconnect()
+        self._conn = await asyncio.to_thread(self._connect)
+
+    async def _flush(self) -> None:
+        """Write `_pending` and the gap rows due; while the store is down, wait and retry."""
+        while self._pending or self._gaps or self._drops is not None:
             try:
-                if conn is None or conn.closed:
-                    conn = await asyncio.to_thread(psycopg.connect, self.dsn, connect_timeout=5)
-                    await asyncio.to_thread(ensure_schema, conn)
-                batch = list(self._pending)
-                await asyncio.to_thread(write, conn, batch)
-                del self._pending[: len(batch)]
-                self.written += len(batch)
-            except psycopg.Error:
-                log.warning("audit store unavailable; %d events queued", self.queued)
-                if conn is not None:
-                    await asyncio.to_thread(conn.close)
-                conn = None
+                if self._conn is None or self._conn.closed:
+                    await self._reconnect()
+                if self._pending:
+                    done: list[Event] = []
+                    try:
+                        await self._write(list(self._pending), False, done)
+                    finally:  # written or rejected, even if the store went away halfway through a split batch
+                        if done:
+                            gone = {id(e) for e in done}
+                            self._pending = [e for e in self._pending if id(e) not in gone]
+                self._seal_drops()
+                if self._gaps:
+                    await self._write_gaps()
+                if self._down_since is not None:
+                    log.warning("audit store back after %.1f s; the queued events are being written",
+                                time.monotonic() - self._down_since)
+                    self._down_since = None
+            except (psycopg.Error, OSError) as e:
+                if self._down_since is None:
+                    self._down_since = time.monotonic()
+                    log.warning("audit store unavailable (%s); %d events queued, retrying every %.1f s",
+                                type(e).__name__, self._queued, self.retry)
+                else:
+                    log.debug("audit store still unavailable (%s); %d events queued", type(e).__name__, self._queued)
+                self._disconnect()
                 await asyncio.sleep(self.retry)
-        return conn
+
+    async def _write(self, events: list[Event], fresh: bool, done: list[Event]) -> None:
+        """Write `events`, finding and rejecting any the store refuses. Raises only while the store is down."""
+        try:
+            await asyncio.to_thread(write_idempotent, self._conn, events)
+        except (psycopg.Error, ValueError, TypeError, UnicodeError) as e:
+            if _store_down(e, self._conn):
+                raise
+            if not fresh:  # once, on a new connection (a dropped table is created again), the whole batch
+                log.warning("audit store refused a batch of %d (%s); retrying on a new connection", len(events),
+                            type(e).__name__)
+                await self._reconnect()
+                return await self._write(events, True, done)
+            if len(events) == 1:
+                self._reject(events[0], e)
+                done.append(events[0])
+                return
+            half = len(events) // 2
+            await self._write(events[:half], True, done)
+            await self._write(events[half:], True, done)
+            return
+        self.written += len(events)
+        self._release(events)
+        done.extend(events)
+
+    async def _write_gaps(self) -> None:
+        gaps = list(self._gaps)
+        try:
+            await asyncio.to_thread(write_gaps, self._conn, gaps)
+        except psycopg.Error as e:
+            if _store_down(e, self._conn):
+                raise
+            # the gaps table refuses them (altered by hand?): they are logged below; never block the events
+            log.error("audit: ontoos_audit.gaps refused %d rows (%s)", len(gaps), type(e).__name__)
+        del self._gaps[: len(gaps)]
+        for g in gaps:
+            log.error("audit: %d events are not in the trail (%s): %s", g.events, g.reason, g.detail)
+
+    def _release(self, events: list[Event]) -> None:
+        self._queued -= len(events)
+        self._bytes -= sum(e.size() for e in events)
+
+    def _reject(self, event: Event, e: BaseException) -> None:
+        self.rejected += 1
+        self._release([event])
+        state = getattr(e, "sqlstate", None)
+        detail = (f"event {event.id} ({event.surface}, {event.principal}, {event.outcome}) was refused by the store: "
+                  f"{type(e).__name__}" + (f" SQLSTATE {state}" if state else ""))
+        log.error("audit: %s", detail)
+        self._gaps.append(Gap(new_id(), dt.datetime.now(dt.timezone.utc), "REJECTED", 1, event.at, event.at,
+                              _writer_name(), detail))
+
+    def _seal_drops(self) -> None:
+        if self._drops is None:
+            return
+        first, last, n = self._drops
+        self._drops = None
+        self._gaps.append(Gap(new_id(), dt.datetime.now(dt.timezone.utc), "QUEUE_FULL", n, first, last, _writer_name(),
+                              f"{n} events dropped: the queue was full ({self.queue_max} events or "
+                              f"{self.queue_max_bytes / 2**20:.0f} MiB) while the store was unavailable or slow"))
 
     async def close(self, timeout: float = 10.0) -> None:
         """Flush everything queued, then stop (a clean shutdown loses nothing)."""
         if self._task is None:
             return
-        while True:  # the stop marker goes behind every queued event
-            try:
-                self._queue.put_nowait(None)
-                break
-            except asyncio.QueueFull:
-                await asyncio.sleep(0.01)
+        self._queue.put_nowait(None)  # the stop marker goes behind every queued event
         try:
             await asyncio.wait_for(asyncio.shield(self._task), timeout)
         except TimeoutError:
-            log.error("audit: %d events could not be written before shutdown", self.queued)
             self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                log.debug("audit writer cancelled at shutdown")
         self._task = None
+        if self._queued:
+            self.lost += self._queued
+            log.error("audit: %d events could not be written before shutdown (the store is unavailable): lost",
+                      self._queued)
+        unwritten = sum(g.events for g in self._gaps) + (self._drops[2] if self._drops else 0)
+        if unwritten:
+            log.error("audit: the gap record of %d dropped or rejected events could not be written", unwritten)
 
 
 def record_sync(dsn: str, events: list[Event]) -> None:

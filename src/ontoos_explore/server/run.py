@@ -3,11 +3,18 @@
 `http_app()` builds the Starlette app whose lifespan opens the database pool;
 `run_stdio()` serves MCP on stdin/stdout for one fixed principal (stdio has no
 tokens: the caller is whoever started the process, with the role given).
+
+The audit writer's queue is bounded (governance/audit.py says what happens
+when it is full): `ONTOOS_AUDIT_QUEUE_MAX` events (default 100000) and
+`ONTOOS_AUDIT_QUEUE_MB` MiB of event text (default 64). On a clean shutdown
+the queue is flushed, and a trail that is not complete says so on stderr.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 import sys
 from pathlib import Path
 
@@ -20,11 +27,46 @@ from .config import Authenticator, Principal, ServerConfig
 from .http import build_app
 from .tools import Tools
 
+log = logging.getLogger("ontoos_explore.server")
 
-def audit_writer(settings: Settings, dsn: str):
+
+def _positive(env: dict[str, str], name: str) -> float | None:
+    value = env.get(name)
+    if value is None or not value.strip():
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if number <= 0:
+        raise ValueError(f"{name} must be a positive number, not {value!r}")
+    return number
+
+
+def audit_writer(settings: Settings, dsn: str, env: dict[str, str] | None = None):
     from ..governance.audit import AuditWriter
 
-    return AuditWriter(settings.audit_dsn or dsn) if settings.audit else None
+    if not settings.audit:
+        return None
+    env = os.environ if env is None else env
+    bounds = {}
+    if (events := _positive(env, "ONTOOS_AUDIT_QUEUE_MAX")) is not None:
+        bounds["queue_max"] = int(events)
+    if (mib := _positive(env, "ONTOOS_AUDIT_QUEUE_MB")) is not None:
+        bounds["queue_max_bytes"] = int(mib * 2**20)
+    return AuditWriter(settings.audit_dsn or dsn, **bounds)
+
+
+async def close_audit(audit) -> None:
+    """Flush the trail; say on stderr if it is not complete (never silently)."""
+    if audit is None:
+        return
+    await audit.close()
+    stats = audit.stats()
+    incomplete = stats["dropped"] or stats["rejected"] or stats["lost"]
+    log.log(logging.WARNING if incomplete else logging.INFO,
+            "audit: %(recorded)d events recorded, %(written)d written, %(dropped)d dropped (queue full), "
+            "%(rejected)d rejected by the store, %(lost)d lost at shutdown", stats)
 
 
 def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerConfig, registry: Registry,
@@ -45,8 +87,7 @@ def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerCon
         try:
             yield
         finally:
-            if tools.audit is not None:
-                await tools.audit.close()
+            await close_audit(tools.audit)
             await pool.close()
 
     from .http import loopback_security
@@ -69,15 +110,12 @@ async def run_stdio(contract: Contract, settings: Settings, dsn: str, principal:
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
     finally:
-        if audit is not None:
-            await audit.close()
+        await close_audit(audit)
         await pool.close()
 
 
 def log_to_stderr(level: str = "WARNING") -> None:
     """stdio carries the protocol on stdout: everything else goes to stderr."""
-    import logging
-
     logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
 

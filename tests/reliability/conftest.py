@@ -1,0 +1,281 @@
+"""Reliability fixtures: PostgreSQL servers a test may stop and start, and `ontoos serve` subprocesses.
+
+`lake` is the exploration database: a small contract of its own (a table,
+and a view over pg_sleep that only this fixture creates, so a statement can
+run past its time budget; pg_sleep never goes through the language). `store`
+is a second PostgreSQL for the audit (ONTOOS_AUDIT_DSN). Both are pgserver
+clusters in this session's tmp dir, verbose in their logs (the SQLSTATE of
+every error), and any test that stops one starts it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import http.client
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from ontoos_explore.contract import parse_contract
+from ontoos_explore.engine import embedded, grants
+
+CONTRACT = """
+version: 1
+datasets:
+  things:
+    relation: rel.things
+    columns:
+      id:    {type: integer}
+      label: {type: text}
+      token: {type: text, secret: true}
+  slow:
+    relation: rel.slow_things
+    columns:
+      id:    {type: integer}
+      label: {type: text}
+read_sets:
+  all: [things, slow]
+roles:
+  hasty:   {read_sets: [all], timeout_ms: 300, max_rows: 100}
+  patient: {read_sets: [all], timeout_ms: 20000, max_rows: 100}
+"""
+PREFIX = "ontoos_r_"
+FIXTURE_SQL = [
+    "DROP SCHEMA IF EXISTS rel CASCADE",
+    "CREATE SCHEMA rel",
+    "CREATE TABLE rel.things (id integer PRIMARY KEY, label text, token text)",
+    "INSERT INTO rel.things SELECT g, 'thing ' || g, 'ONTOOS-SECRET-' || md5(g::text) FROM generate_series(1, 500) g",
+    # each row sleeps 50 ms: a whole scan takes 25 s
+    "CREATE VIEW rel.slow_things AS SELECT id, label FROM rel.things WHERE pg_sleep(0.05) IS NOT NULL",
+]
+ACTIVE_STATES = ("active", "idle in transaction", "idle in transaction (aborted)")
+
+# principal -> contract role; tokens are made per server
+PRINCIPALS = {"pat": "patient", "hal": "hasty"}
+
+
+class Pg:
+    """A pgserver cluster of the test session's own, which tests may stop and start."""
+
+    def __init__(self, path: Path) -> None:
+        self.srv = embedded.start(path)
+        self.dsn = embedded.dsn_of(self.srv)
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM SET log_error_verbosity = 'verbose'")  # the SQLSTATE in the log
+            conn.execute("SELECT pg_reload_conf()")
+
+    def stop(self) -> None:
+        import pgserver
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pgserver.pg_ctl(["-w", "stop", "-m", "fast"], pgdata=self.srv.pgdata, user=self.srv.system_user)
+
+    def start(self) -> None:
+        self.srv.ensure_postgres_running()
+
+    def running(self) -> bool:
+        try:
+            with psycopg.connect(self.dsn, connect_timeout=2):
+                return True
+        except psycopg.OperationalError:
+            return False
+
+    def log_size(self) -> int:
+        return self.srv.log.stat().st_size
+
+    def log_since(self, offset: int) -> str:
+        with open(self.srv.log, "rb") as f:
+            f.seek(offset)
+            return f.read().decode("utf-8", "replace")
+
+    def activity(self, *apps: str) -> list[dict[str, Any]]:
+        """Backends of these application names (default: the explorer's pool and the audit writer)."""
+        apps = apps or ("ontoos-explore", "ontoos-audit")
+        with psycopg.connect(self.dsn, autocommit=True) as conn, conn.cursor(row_factory=dict_row) as cur:
+            cur.execute("SELECT pid, application_name AS app, state, query FROM pg_catalog.pg_stat_activity "
+                        "WHERE application_name = ANY(%s) AND pid <> pg_backend_pid()", [list(apps)])
+            return cur.fetchall()
+
+    def events(self, where: str = "TRUE", params: Any = None) -> list[dict[str, Any]]:
+        with psycopg.connect(self.dsn) as conn, conn.cursor(row_factory=dict_row) as cur:
+            cur.execute("SELECT to_regclass('ontoos_audit.events') IS NOT NULL AS present")
+            if not cur.fetchone()["present"]:
+                return []
+            cur.execute(f"SELECT * FROM ontoos_audit.events WHERE {where} ORDER BY at, id", params)
+            return cur.fetchall()
+
+    def gaps(self) -> list[dict[str, Any]]:
+        with psycopg.connect(self.dsn) as conn, conn.cursor(row_factory=dict_row) as cur:
+            cur.execute("SELECT to_regclass('ontoos_audit.gaps') IS NOT NULL AS present")
+            if not cur.fetchone()["present"]:
+                return []
+            cur.execute("SELECT * FROM ontoos_audit.gaps ORDER BY at")
+            return cur.fetchall()
+
+    def reset_audit(self) -> None:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute("DROP SCHEMA IF EXISTS ontoos_audit CASCADE")
+
+
+@pytest.fixture(scope="session")
+def contract_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("rel-contract") / "reliability.yaml"
+    path.write_text(CONTRACT, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def lake(tmp_path_factory) -> Pg:
+    pg = Pg(tmp_path_factory.mktemp("rel-lake"))
+    with psycopg.connect(pg.dsn, autocommit=True) as conn:
+        for stmt in FIXTURE_SQL:
+            conn.execute(stmt)
+    with psycopg.connect(pg.dsn) as conn:
+        grants.apply(conn, parse_contract(CONTRACT, "reliability.yaml"), PREFIX)
+    return pg
+
+
+@pytest.fixture(scope="session")
+def store(tmp_path_factory) -> Pg:
+    return Pg(tmp_path_factory.mktemp("rel-store"))
+
+
+@pytest.fixture
+def running(lake, store):
+    """Every test starts with both servers up, and leaves them up."""
+    for pg in (lake, store):
+        if not pg.running():
+            pg.start()
+    yield
+    for pg in (lake, store):
+        if not pg.running():
+            pg.start()
+
+
+# ---------------------------------------------------------------- ontoos serve --http
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ontoos() -> str:
+    exe = Path(sys.executable).with_name("ontoos")
+    return str(exe) if exe.exists() else "ontoos"
+
+
+@dataclass
+class Serve:
+    """`ontoos serve --http` in a subprocess, on a free loopback port."""
+
+    workdir: Path
+    dsn: str
+    contract: Path
+    env: dict[str, str] = field(default_factory=dict)
+    tokens: dict[str, str] = field(default_factory=dict)
+    port: int = 0
+    proc: subprocess.Popen | None = None
+    returncode: int | None = None
+
+    def start(self) -> Serve:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = _free_port()
+        self.tokens = {name: f"{name}-{secrets.token_hex(12)}" for name in PRINCIPALS}
+        config = self.workdir / "server.yaml"
+        config.write_text("principals:\n" + "".join(
+            f'  {name}: {{role: {role}, token_sha256: "{hashlib.sha256(self.tokens[name].encode()).hexdigest()}"}}\n'
+            for name, role in PRINCIPALS.items()), encoding="utf-8")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ONTOOS_")}
+        env.update(ONTOOS_DSN=self.dsn, ONTOOS_CONTRACT=str(self.contract), ONTOOS_ROLE_PREFIX=PREFIX,
+                   ONTOOS_DATA_DIR=str(self.workdir / "unused"), ONTOOS_POOL_MAX="4", ONTOOS_POOL_TIMEOUT="1",
+                   PYTHONUNBUFFERED="1", **self.env)
+        self._stderr = open(self.workdir / "serve.stderr.log", "wb")
+        self.proc = subprocess.Popen([_ontoos(), "serve", "--http", f"127.0.0.1:{self.port}", "--config", str(config)],
+                                     env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
+                                     cwd=self.workdir)
+        deadline = time.monotonic() + 60
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ontoos serve exited with {self.proc.returncode}:\n{self.stderr()}")
+            with contextlib.suppress(OSError):
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                conn.request("GET", "/healthz")
+                if conn.getresponse().status == 200:
+                    conn.close()
+                    return self
+                conn.close()
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"ontoos serve was not healthy in 60 s:\n{self.stderr()}")
+            time.sleep(0.05)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def headers(self, principal: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.tokens[principal]}"}
+
+    def stderr(self) -> str:
+        return (self.workdir / "serve.stderr.log").read_text(encoding="utf-8", errors="replace")
+
+    def stop(self, timeout: float = 30) -> int | None:
+        """SIGTERM (a clean shutdown: the audit queue is flushed), only to the process this test started.
+
+        uvicorn shuts down gracefully, then re-raises the signal: -SIGTERM is a clean exit (see `clean`)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        if self.proc is not None:
+            self.returncode = self.proc.returncode
+            self._stderr.close()
+        return self.returncode
+
+
+def clean(returncode: int | None) -> bool:
+    """The exit status of a graceful shutdown on SIGTERM."""
+    return returncode in (0, -signal.SIGTERM)
+
+
+@pytest.fixture
+def serve(tmp_path, contract_file, running):
+    """serve(dsn, **env) -> a started Serve; stopped at the end of the test if still running."""
+    started: list[Serve] = []
+
+    def make(dsn: str, **env: str) -> Serve:
+        s = Serve(tmp_path / f"serve{len(started)}", dsn, contract_file, env).start()
+        started.append(s)
+        return s
+
+    yield make
+    for s in started:
+        s.stop()
+
+
+@contextlib.asynccontextmanager
+async def rest(srv: Serve, principal: str | None = "pat", timeout: float = 30):
+    import httpx2
+
+    headers = srv.headers(principal) if principal else {}
+    async with httpx2.AsyncClient(base_url=srv.base, headers=headers, timeout=timeout) as client:
+        yield client
