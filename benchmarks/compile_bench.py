@@ -7,7 +7,10 @@ Per exploration of the corpus, in one process and interleaved round by round
             (compiler.compile_plan: sqlglot build + generate + fingerprint),
             guard (guard.check on the compiled SQL, allowed_for_role with the
             compiled limit, as pipeline.verify calls it), whole
-            (pipeline.compile_exploration)
+            (pipeline.compile_exploration with cache=None: a cold shape), seen
+            (compile_exploration through a primed templates.TemplateCache, the
+            text alternating with the same text with other literal values: a
+            shape already seen)
   sqlglot   sqlglot.parse_one(hand-written SQL, dialect="postgres") plus a walk
             collecting exp.Column and exp.Table nodes ("restricted raw SQL")
   prqlc     prqlc.compile(PRQL) to PostgreSQL (no formatting, no signature)
@@ -18,6 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import itertools
+from decimal import Decimal
 import statistics
 import time
 
@@ -28,15 +33,18 @@ from sqlglot import exp
 from ontoos_explore.allowed import allowed_for_role
 from ontoos_explore.compiler import compile_plan
 from ontoos_explore.contract import Contract
+from ontoos_explore.errors import ExploreError
 from ontoos_explore.grammar.parser import parse_text
 from ontoos_explore.guard import check
 from ontoos_explore.pipeline import compile_exploration
 from ontoos_explore.policy import bind
+from ontoos_explore.templates import _LITERAL, TemplateCache
 
 from .common import interleaved, log, prql_options, summary_us, us
 from .corpus import CASES, KINDS, Case
 
 STAGES = ("parse", "bind", "generate", "guard", "whole")
+SEEN = "seen"
 ALTERNATIVES = ("sqlglot", "prqlc", "pglast")
 
 
@@ -49,6 +57,40 @@ def sqlglot_walk(sql: str) -> int:
     return found
 
 
+def mutate(text: str) -> str:
+    """The same exploration with other literal values (ints +1, strings suffixed, decimals nudged)."""
+    def sub(m):
+        kind, tok = m.lastgroup, m.group()
+        if kind == "integer":
+            return str(int(tok) + 1)
+        if kind == "decimal":
+            return str(Decimal(tok) + Decimal("0.01"))
+        if kind == "string":
+            return tok[:-1] + "z" + tok[-1]
+        return tok
+    return _LITERAL.sub(sub, text)
+
+
+def _variants(text: str, contract: Contract, role: str) -> tuple[itertools.cycle, TemplateCache]:
+    """A primed cache, and the texts to ask it in turn: the text and, when it compiles,
+    the text with other values (an enum value suffixed does not). Each is checked to
+    hit the cache and to give exactly the uncached answer."""
+    texts = [text]
+    other = mutate(text)
+    if other != text:
+        try:
+            compile_exploration(other, contract, role, cache=None)
+            texts.append(other)
+        except ExploreError:
+            pass
+    cache = TemplateCache()
+    compile_exploration(text, contract, role, cache=cache)
+    for t in texts:
+        assert compile_exploration(t, contract, role, cache=cache) == compile_exploration(t, contract, role, cache=None)
+    assert cache.hits == len(texts), (text, cache.stats())
+    return itertools.cycle(texts), cache
+
+
 def contenders(case: Case, contract: Contract, prql_compile=None) -> dict:
     """The zero-argument functions timed for one case (inputs precomputed, outputs checked once)."""
     role = contract.role(case.role)
@@ -59,15 +101,17 @@ def contenders(case: Case, contract: Contract, prql_compile=None) -> dict:
     n_params = len(q.params)
     verdict = check(q.sql, allowed, n_params)
     assert verdict.ok, (case.id, verdict.violations)
-    assert compile_exploration(case.text, contract, case.role).sql == q.sql
+    assert compile_exploration(case.text, contract, case.role, cache=None).sql == q.sql
     assert sqlglot_walk(case.sql) > 0
     text, sql, prql, final = case.text, case.sql, case.prql, q.sql
+    seen, cache = _variants(text, contract, case.role)
     fns = {
         "parse": lambda: parse_text(text),
         "bind": lambda: bind(e, contract, role),
         "generate": lambda: compile_plan(plan),
         "guard": lambda: check(final, allowed, n_params),
-        "whole": lambda: compile_exploration(text, contract, case.role),
+        "whole": lambda: compile_exploration(text, contract, case.role, cache=None),
+        SEEN: lambda: compile_exploration(next(seen), contract, case.role, cache=cache),
         "sqlglot": lambda: sqlglot_walk(sql),
         "pglast": lambda: pglast.parser.parse_sql_json(final),
     }
@@ -102,26 +146,34 @@ def run(contract: Contract, reps: int, rounds: int = 5, cases: list[Case] | None
         stats = {name: summary_us(s) for name, s in samples.items()}
         for name, s in samples.items():
             pooled.setdefault(name, []).extend(s)
-        whole = stats["whole"]["p50_us"]
+        whole, seen = stats["whole"]["p50_us"], stats[SEEN]["p50_us"]
         ratios = {alt: round(whole / stats[alt]["p50_us"], 3) for alt in ALTERNATIVES if alt in stats}
+        seen_ratios = {alt: round(seen / stats[alt]["p50_us"], 3) for alt in ALTERNATIVES if alt in stats}
         per_case.append({
             "id": case.id, "kind": case.kind, "role": case.role, "text_chars": len(case.text),
-            "sql_chars": len(case.sql), "stats": stats, "whole_over": ratios,
+            "sql_chars": len(case.sql), "stats": stats, "whole_over": ratios, "seen_over": seen_ratios,
             "stage_sum_p50_us": round(sum(stats[s]["p50_us"] for s in STAGES[:-1]), 1),
         })
     elapsed = time.perf_counter() - t_start
 
     overall = {name: summary_us(s) for name, s in pooled.items()}
-    ratio_summary = {}
-    for alt in ALTERNATIVES:
-        rs = [c["whole_over"][alt] for c in per_case if alt in c["whole_over"]]
-        if rs:
-            ratio_summary[alt] = {
-                "median_of_per_case_ratios": round(_median(rs), 3),
-                "min": round(min(rs), 3), "max": round(max(rs), 3),
-                "ratio_of_pooled_medians": round(overall["whole"]["p50_us"] / overall[alt]["p50_us"], 3),
-                "cases_at_most_1x": sum(1 for r in rs if r <= 1.0), "cases": len(rs),
-            }
+
+    def ratio_summary_of(which: str, ours: str) -> dict:
+        out = {}
+        for alt in ALTERNATIVES:
+            rs = [c[which][alt] for c in per_case if alt in c[which]]
+            if rs:
+                out[alt] = {
+                    "median_of_per_case_ratios": round(_median(rs), 3),
+                    "min": round(min(rs), 3), "max": round(max(rs), 3),
+                    "ratio_of_pooled_medians": round(overall[ours]["p50_us"] / overall[alt]["p50_us"], 3),
+                    "cases_at_most_0_5x": sum(1 for r in rs if r <= 0.5),
+                    "cases_at_most_1x": sum(1 for r in rs if r <= 1.0), "cases": len(rs),
+                }
+        return out
+
+    ratio_summary = ratio_summary_of("whole_over", "whole")
+    seen_summary = ratio_summary_of("seen_over", SEEN)
     by_kind = {}
     for kind in KINDS:
         group = [c for c in per_case if c["kind"] == kind]
@@ -129,14 +181,18 @@ def run(contract: Contract, reps: int, rounds: int = 5, cases: list[Case] | None
             continue
         by_kind[kind] = {"cases": len(group)} | {
             f"{name}_p50_us": round(_median([c["stats"][name]["p50_us"] for c in group]), 1)
-            for name in (*STAGES, *ALTERNATIVES) if name in group[0]["stats"]
+            for name in (*STAGES, SEEN, *ALTERNATIVES) if name in group[0]["stats"]
         } | {
             f"whole_over_{alt}": round(_median([c["whole_over"][alt] for c in group]), 3)
             for alt in ALTERNATIVES if alt in group[0]["whole_over"]
+        } | {
+            f"seen_over_{alt}": round(_median([c["seen_over"][alt] for c in group]), 3)
+            for alt in ALTERNATIVES if alt in group[0]["seen_over"]
         }
     return {
         "reps_per_case": reps, "rounds": rounds, "cases": len(per_case), "elapsed_s": round(elapsed, 1),
-        "prqlc": prql_status, "overall": overall, "whole_over": ratio_summary, "by_kind": by_kind,
+        "prqlc": prql_status, "overall": overall, "whole_over": ratio_summary, "seen_over": seen_summary,
+        "by_kind": by_kind,
         "per_case": per_case,
     }
 
@@ -148,7 +204,7 @@ def throughput(contract: Contract, seconds: float, cases: list[Case] | None = No
     cases = cases or CASES
     work = [(c.text, c.role) for c in cases]
     for text, role in work:
-        compile_exploration(text, contract, role)
+        compile_exploration(text, contract, role, cache=None)
     modes = ("gc_on", "gc_freeze", "gc_off")
     done = dict.fromkeys(modes, 0)
     wall = dict.fromkeys(modes, 0.0)
@@ -169,7 +225,7 @@ def throughput(contract: Contract, seconds: float, cases: list[Case] | None = No
             n = 0
             while time.perf_counter() < stop:
                 for text, role in work:
-                    compile_exploration(text, contract, role)
+                    compile_exploration(text, contract, role, cache=None)
                 n += len(work)
             wall[mode] += time.perf_counter() - t0
             cpu[mode] += time.process_time() - c0
@@ -187,12 +243,15 @@ def throughput(contract: Contract, seconds: float, cases: list[Case] | None = No
 def report_lines(res: dict) -> list[str]:
     o = res["overall"]
     lines = [f"  compile path over {res['cases']} cases x {res['reps_per_case']} reps ({res['elapsed_s']} s):"]
-    for name in (*STAGES, *ALTERNATIVES):
+    for name in (*STAGES, SEEN, *ALTERNATIVES):
         if name in o:
             lines.append(f"    {name:9s} p50 {o[name]['p50_us']:8.1f} us   p99 {o[name]['p99_us']:8.1f} us")
     for alt, r in res["whole_over"].items():
         lines.append(f"    whole / {alt:8s} median ratio {r['median_of_per_case_ratios']:.2f}x "
                      f"(pooled {r['ratio_of_pooled_medians']:.2f}x, range {r['min']:.2f}-{r['max']:.2f})")
+    for alt, r in res["seen_over"].items():
+        lines.append(f"    seen  / {alt:8s} median ratio {r['median_of_per_case_ratios']:.3f}x "
+                     f"(pooled {r['ratio_of_pooled_medians']:.3f}x, range {r['min']:.3f}-{r['max']:.3f})")
     return lines
 
 

@@ -8,18 +8,20 @@ noise treat every variant alike):
              options as the pool), execute(final SQL, params, binary=True),
              fetchall(): no transaction wrapper, no cost check, no conversion
   executor   Executor.run(compiled): the READ ONLY transaction with budgets and
-             SET LOCAL ROLE, the EXPLAIN cost check (every demo role has
-             max_cost), limit+1 fetch, JSON-safe rows; compile excluded
-  explore    Explorer.explore(text, role): compile + guard + executor + envelope
+             SET LOCAL ROLE, the cost check (every demo role has max_cost: the
+             shape's generic-plan estimate, asked once and kept), limit+1
+             fetch, JSON-safe rows; compile excluded
+  explore    Explorer.explore(text, role): compile (a shape already seen: the
+             template cache) + executor + envelope
+  explore_cold  the same with every cache off: the whole compile and guard,
+             and the values' own EXPLAIN before every query (cost_cache_s=0)
   explore+audit  Tools.explore: the same, plus an audit Event recorded into a
              started AuditWriter (queue + background COPY batches)
   executor_no_cost  (decomposition) Executor.run with the role's max_cost
              removed: the transaction wrapper without the EXPLAIN round trip
   compile    (decomposition) compile_exploration alone, timed in the same rotation
              (CPU caches as cold as they are between database round trips)
-  executor_no_check (what-if) Executor.run on a pool built with the same
-             settings but without `check=AsyncConnectionPool.check_connection`,
-             which sends an empty query (one more round trip) at every checkout
+  compile_cold (decomposition) compile_exploration(cache=None) alone
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ CASES = (
      "explore archives fields archive_id, commit_sha, language, loc, archived_on order by loc desc limit 5000"),
 )
 
-VARIANTS = ("direct", "executor", "executor_no_cost", "executor_no_check", "compile", "explore", "explore+audit")
+VARIANTS = ("direct", "executor", "executor_no_cost", "compile", "compile_cold", "explore", "explore_cold",
+            "explore+audit")
 
 
 async def _bench(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES, budget_s: float = 25.0) -> dict:
@@ -77,14 +80,8 @@ async def _bench(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES
     pool = await open_pool(dsn, settings)
     await pool.wait(timeout=30)
     executor = Executor(pool, contract, settings)
-    from psycopg_pool import AsyncConnectionPool
-
-    unchecked_pool = AsyncConnectionPool(  # what-if: the same pool without the per-checkout check query
-        dsn, min_size=settings.pool_min, max_size=settings.pool_max, open=False,
-        kwargs={"autocommit": True, "options": CONNECT_OPTIONS, "cursor_factory": psycopg.AsyncRawCursor})
-    await unchecked_pool.open(wait=True, timeout=30)
-    unchecked = Executor(unchecked_pool, contract, settings)
     explorer = Explorer(contract, executor)
+    cold = Explorer(contract, Executor(pool, contract, dataclasses.replace(settings, cost_cache_s=0)), cache=None)
     audit = AuditWriter(dsn)
     await audit.start()
     tools = Tools(contract, explorer, None, audit)
@@ -110,11 +107,16 @@ async def _bench(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES
             async def v_executor_no_cost():
                 return len((await executor.run(no_cost)).rows)
 
-            async def v_executor_no_check():
-                return len((await unchecked.run(q)).rows)
-
             async def v_compile():
                 return len(compile_exploration(text, contract, role).params)
+
+            async def v_compile_cold():
+                return len(compile_exploration(text, contract, role, cache=None).params)
+
+            async def v_explore_cold():
+                a = await cold.explore(text, role)
+                assert a.ok, a.envelope
+                return a.envelope["meta"]["rows"]
 
             async def v_explore():
                 a = await explorer.explore(text, role)
@@ -127,8 +129,8 @@ async def _bench(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES
                 return a.envelope["meta"]["rows"]
 
             fns = {"direct": v_direct, "executor": v_executor, "executor_no_cost": v_executor_no_cost,
-                   "executor_no_check": v_executor_no_check, "compile": v_compile, "explore": v_explore,
-                   "explore+audit": v_explore_audit}
+                   "compile": v_compile, "compile_cold": v_compile_cold, "explore": v_explore,
+                   "explore_cold": v_explore_cold, "explore+audit": v_explore_audit}
             counts = {name: await fn() for name, fn in fns.items()}
             expected = min(q.limit + 1, counts["direct"])
             t_warm = time.perf_counter()
@@ -151,7 +153,7 @@ async def _bench(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES
             d = stats["direct"]["p50_ms"]
             overhead = {name: {"added_ms": round(stats[name]["p50_ms"] - d, 3),
                                "ratio": round(stats[name]["p50_ms"] / d, 3)}
-                        for name in fns if name not in ("direct", "compile")}
+                        for name in fns if name not in ("direct", "compile", "compile_cold")}
             out[case_id] = {
                 "size": size, "role": role, "exploration": text, "rows": counts["explore"],
                 "direct_rows_fetched": counts["direct"], "limit": q.limit, "heavy": heavy,
@@ -167,7 +169,6 @@ async def _bench(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES
         await direct.close()
         await audit.close()
         await pool.close()
-        await unchecked_pool.close()
     return {"cases": out, "audit_events_written": audit.written, "audit_events_dropped": audit.dropped}
 
 
@@ -189,13 +190,14 @@ def summarize(cases: dict) -> dict:
                 c["overhead_vs_direct"]["executor"]["ratio"] for c in group), 3),
             "median_ratio_executor_no_cost": round(statistics.median(
                 c["overhead_vs_direct"]["executor_no_cost"]["ratio"] for c in group), 3),
-            "median_ratio_executor_no_check": round(statistics.median(
-                c["overhead_vs_direct"]["executor_no_check"]["ratio"] for c in group), 3),
-            "median_explain_ms": round(statistics.median(
+            "median_ratio_explore_cold": round(statistics.median(
+                c["overhead_vs_direct"]["explore_cold"]["ratio"] for c in group), 3),
+            "median_added_ms_explore_cold": round(statistics.median(
+                c["overhead_vs_direct"]["explore_cold"]["added_ms"] for c in group), 3),
+            "median_cost_check_ms": round(statistics.median(
                 c["stats"]["executor"]["p50_ms"] - c["stats"]["executor_no_cost"]["p50_ms"] for c in group), 3),
-            "median_pool_check_ms": round(statistics.median(
-                c["stats"]["executor"]["p50_ms"] - c["stats"]["executor_no_check"]["p50_ms"] for c in group), 3),
             "median_compile_ms": round(statistics.median(c["stats"]["compile"]["p50_ms"] for c in group), 3),
+            "median_compile_cold_ms": round(statistics.median(c["stats"]["compile_cold"]["p50_ms"] for c in group), 3),
             "median_explore_minus_executor_ms": round(statistics.median(
                 c["stats"]["explore"]["p50_ms"] - c["stats"]["executor"]["p50_ms"] for c in group), 3),
         }
@@ -206,92 +208,3 @@ def run(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES, budget_
     res = asyncio.run(_bench(contract, dsn, reps, cases, budget_s))
     res["summary"] = summarize(res["cases"])
     return res
-
-
-# ---------------------------------------------------------------- what-if: JSON-safe rows by type dispatch
-
-
-def _dispatch_rows():
-    import datetime as dt
-    import math
-    from decimal import Decimal
-
-    from ontoos_explore.engine.rows import MASK, decimal_text, json_cell
-
-    def iso(v):
-        return v.isoformat()
-
-    def flt(v):
-        return v if math.isfinite(v) else None
-
-    passthrough = {str, int, bool, type(None)}
-    by_type = {Decimal: decimal_text, dt.datetime: iso, dt.date: iso, dt.time: iso, float: flt}
-
-    def cell(v):
-        t = type(v)
-        if t in passthrough:
-            return v
-        f = by_type.get(t)
-        return f(v) if f is not None else json_cell(v)
-
-    def json_rows(rows, masked):
-        if not masked:
-            return [[v if type(v) in passthrough else cell(v) for v in row] for row in rows]
-        return [[MASK if i in masked else cell(v) for i, v in enumerate(row)] for row in rows]
-
-    return json_rows
-
-
-def rows_conversion(contract: Contract, dsn: str, reps: int = 30) -> dict:
-    """engine.rows.json_rows on the large results, against a type-dispatch version (identical output)."""
-    from ontoos_explore.engine.rows import json_rows
-
-    from .common import sample, summary_us
-
-    fast = _dispatch_rows()
-    out = {}
-    with psycopg.connect(dsn, autocommit=True, options=CONNECT_OPTIONS, cursor_factory=psycopg.RawCursor) as conn:
-        for case_id, size, role, text in CASES:
-            if size != "large":
-                continue
-            q = compile_exploration(text, contract, role)
-            rows = conn.execute(q.sql, list(q.params), binary=True).fetchall()[: q.limit]
-            assert fast(rows, set()) == json_rows(rows, set())
-            base = summary_us(sample(lambda: json_rows(rows, set()), reps, warmup=3))
-            new = summary_us(sample(lambda: fast(rows, set()), reps, warmup=3))
-            out[case_id] = {"rows": len(rows), "cells": len(rows) * len(q.columns), "json_rows_p50_us": base["p50_us"],
-                            "dispatch_p50_us": new["p50_us"], "ratio": round(new["p50_us"] / base["p50_us"], 3)}
-            log(f"    rows {case_id}: json_rows {base['p50_us'] / 1000:.2f} ms -> type dispatch "
-                f"{new['p50_us'] / 1000:.2f} ms for {len(rows)} rows")
-    return out
-
-
-def wait_for_overhead(reps: int = 2000) -> dict:
-    """asyncio.wait_for (what Executor.run wraps each transaction in) vs asyncio.timeout, around a no-op
-    coroutine: on Python 3.11 wait_for creates a task per call."""
-    import sys
-
-    async def noop():
-        return 1
-
-    async def go():
-        clock = time.perf_counter_ns
-        out = {}
-        for name in ("bare", "wait_for", "timeout"):
-            xs = []
-            for i in range(reps + 100):
-                t0 = clock()
-                if name == "bare":
-                    await noop()
-                elif name == "wait_for":
-                    await asyncio.wait_for(noop(), 10)
-                else:
-                    async with asyncio.timeout(10):
-                        await noop()
-                if i >= 100:
-                    xs.append(clock() - t0)
-            out[name] = round(statistics.median(xs) / 1000, 2)
-        return out
-
-    res = asyncio.run(go())
-    return {"python": sys.version.split()[0], "median_us": res}

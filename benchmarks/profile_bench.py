@@ -1,7 +1,7 @@
 """Where the time goes: cProfile over the compile path (and the execution path), grouped by area.
 
 cProfile's own overhead inflates small Python calls, so the shares are a map,
-not a measurement; the timed figures are in compile_bench and whatif. With
+not a measurement; the timed figures are in compile_bench. With
 pyinstrument installed (the `bench` extra), a statistical call tree of the
 compile path is written next to the results as profile_compile.txt.
 """
@@ -80,12 +80,12 @@ def by_area(stats: pstats.Stats) -> tuple[list[dict], list[dict]]:
 def compile_profile(contract: Contract, loops: int, tree_path=None) -> dict:
     work = [(c.text, c.role) for c in CASES]
     for text, role in work:
-        compile_exploration(text, contract, role)
+        compile_exploration(text, contract, role, cache=None)
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(loops):
         for text, role in work:
-            compile_exploration(text, contract, role)
+            compile_exploration(text, contract, role, cache=None)
     prof.disable()
     areas, top = by_area(pstats.Stats(prof))
     out = {"loops": loops, "explorations": loops * len(work), "areas": areas, "top_functions": top}
@@ -96,7 +96,7 @@ def compile_profile(contract: Contract, loops: int, tree_path=None) -> dict:
         p.start()
         for _ in range(loops):
             for text, role in work:
-                compile_exploration(text, contract, role)
+                compile_exploration(text, contract, role, cache=None)
         p.stop()
         path = tree_path or RESULTS / "profile_compile.txt"
         path.write_text(p.output_text(unicode=False, color=False, show_all=False), encoding="utf-8")

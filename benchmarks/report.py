@@ -54,7 +54,8 @@ def markdown(res: dict) -> str:
                   f"{c['cases']} explorations x {c['reps_per_case']} timings each, interleaved; "
                   "p50/p99 over all timings of the corpus.", ""]
         names = [("parse", "parse (Lark)"), ("bind", "bind (policy)"), ("generate", "generate (sqlglot + fingerprint)"),
-                 ("guard", "guard (pglast + walk)"), ("whole", "**whole compile_exploration**"),
+                 ("guard", "guard (pglast + walk)"), ("whole", "**whole compile_exploration, cold shape**"),
+                 ("seen", "**shape already seen (template cache hit, other values)**"),
                  ("sqlglot", "sqlglot.parse_one(hand SQL) + walk"), ("prqlc", "prqlc.compile(PRQL)"),
                  ("pglast", "pglast parse_sql_json(final SQL)")]
         lines += _table(["stage", "p50 us", "p99 us"],
@@ -63,18 +64,23 @@ def markdown(res: dict) -> str:
         for alt, r in c["whole_over"].items():
             rows.append([alt, f"{r['median_of_per_case_ratios']:.2f}x", f"{r['ratio_of_pooled_medians']:.2f}x",
                          f"{r['min']:.2f}-{r['max']:.2f}", f"{r['cases_at_most_1x']}/{r['cases']}"])
+        for alt, r in c.get("seen_over", {}).items():
+            rows.append([f"{alt}, shape already seen", f"{r['median_of_per_case_ratios']:.3f}x",
+                         f"{r['ratio_of_pooled_medians']:.3f}x", f"{r['min']:.3f}-{r['max']:.3f}",
+                         f"{r['cases_at_most_1x']}/{r['cases']} ({r['cases_at_most_0_5x']} <= 0.5x)"])
         lines += ["Our whole pipeline as a ratio to each alternative (per exploration, same question):", ""]
         lines += _table(["alternative", "median ratio", "ratio of pooled medians", "range", "cases <= 1.0x"], rows)
         if not c["prqlc"]["available"]:
             lines += [f"prqlc could not be imported: {c['prqlc'].get('error')}", ""]
         kinds = c["by_kind"]
-        hdr = ["shape", "cases", "parse", "bind", "generate", "guard", "whole", "sqlglot", "prqlc", "whole/sqlglot",
-               "whole/prqlc"]
+        hdr = ["shape", "cases", "parse", "bind", "generate", "guard", "whole", "seen", "sqlglot", "prqlc",
+               "whole/sqlglot", "seen/sqlglot", "whole/prqlc"]
         lines += ["By shape (median over the shape's explorations of each p50, us):", ""]
         lines += _table(hdr, [[k, r["cases"], _f(r.get("parse_p50_us")), _f(r.get("bind_p50_us")),
                                _f(r.get("generate_p50_us")), _f(r.get("guard_p50_us")), _f(r.get("whole_p50_us")),
-                               _f(r.get("sqlglot_p50_us")), _f(r.get("prqlc_p50_us")),
-                               _f(r.get("whole_over_sqlglot"), 2, "x"), _f(r.get("whole_over_prqlc"), 2, "x")]
+                               _f(r.get("seen_p50_us")), _f(r.get("sqlglot_p50_us")), _f(r.get("prqlc_p50_us")),
+                               _f(r.get("whole_over_sqlglot"), 2, "x"), _f(r.get("seen_over_sqlglot"), 3, "x"),
+                               _f(r.get("whole_over_prqlc"), 2, "x")]
                               for k, r in kinds.items()])
     if "throughput" in res:
         t = res["throughput"]
@@ -88,44 +94,34 @@ def markdown(res: dict) -> str:
         e = res["execution"]
         lines += ["## Execution path (embedded PostgreSQL, demo lakehouse)", "",
                   "direct: psycopg AsyncRawCursor, same SQL and params, autocommit, no transaction; executor: "
-                  "Executor.run (READ ONLY transaction, budgets, SET LOCAL ROLE, EXPLAIN cost check, JSON-safe rows); "
-                  "explore: Explorer.explore (compile + guard + executor + envelope); +audit: Tools.explore with a "
-                  "running AuditWriter. p50 in ms.", ""]
+                  "Executor.run (READ ONLY transaction, budgets, SET LOCAL ROLE, the shape's cost estimate, JSON-safe "
+                  "rows); explore: Explorer.explore (compile through the template cache + executor + envelope); "
+                  "explore cold: every cache off (whole compile and guard, the values' own EXPLAIN); +audit: "
+                  "Tools.explore with a running AuditWriter. p50 in ms.", ""]
         rows = []
         for cid, r in e["cases"].items():
             s = r["stats"]
+            od = r["overhead_vs_direct"]
             rows.append([cid, r["size"], r["rows"], _f(s["direct"]["p50_ms"], 3), _f(s["executor_no_cost"]["p50_ms"], 3),
-                         _f(s["executor_no_check"]["p50_ms"], 3), _f(s["executor"]["p50_ms"], 3),
-                         _f(s["explore"]["p50_ms"], 3),
-                         _f(s["explore+audit"]["p50_ms"], 3),
-                         f"{r['overhead_vs_direct']['explore']['ratio']:.2f}x",
-                         f"+{r['overhead_vs_direct']['explore']['added_ms']:.3f}", f"{r['audit_added_ms']:+.3f}",
-                         r["reps"]])
-        lines += _table(["case", "size", "rows", "direct", "executor w/o cost check", "executor w/o pool check",
-                         "executor", "explore",
-                         "explore+audit", "explore/direct", "added ms", "audit ms", "n"], rows)
+                         _f(s["executor"]["p50_ms"], 3), _f(s["explore"]["p50_ms"], 3),
+                         _f(s["explore_cold"]["p50_ms"], 3), _f(s["explore+audit"]["p50_ms"], 3),
+                         f"{od['explore']['ratio']:.2f}x, {od['explore']['added_ms']:+.3f}",
+                         f"{od['explore_cold']['ratio']:.2f}x, {od['explore_cold']['added_ms']:+.3f}",
+                         f"{r['audit_added_ms']:+.3f}", r["reps"]])
+        lines += _table(["case", "size", "rows", "direct", "executor w/o cost check", "executor", "explore",
+                         "explore cold", "explore+audit", "explore/direct, added ms", "cold/direct, added ms",
+                         "audit ms", "n"], rows)
         for size, s in e["summary"].items():
             lines.append(f"- {size}: explore/direct median **{s['median_ratio_explore']:.2f}x** "
-                         f"(+{s['median_added_ms_explore']:.2f} ms); executor alone {s['median_ratio_executor']:.2f}x, "
-                         f"without the EXPLAIN cost check {s['median_ratio_executor_no_cost']:.2f}x, without the pool's "
-                         f"checkout query {s['median_ratio_executor_no_check']:.2f}x. Medians: compile+guard in the "
-                         f"same rotation {s['median_compile_ms']:.3f} ms (explore minus executor "
-                         f"{s['median_explore_minus_executor_ms']:.3f} ms), EXPLAIN {s['median_explain_ms']:.3f} ms, pool check "
-                         f"{s['median_pool_check_ms']:.3f} ms; audit adds {s['median_audit_added_ms']:+.3f} ms.")
+                         f"({s['median_added_ms_explore']:+.3f} ms); cold {s['median_ratio_explore_cold']:.2f}x "
+                         f"({s['median_added_ms_explore_cold']:+.3f} ms); executor alone {s['median_ratio_executor']:.2f}x, "
+                         f"without the cost check {s['median_ratio_executor_no_cost']:.2f}x. Medians: compile "
+                         f"{s['median_compile_ms']:.3f} ms seen, {s['median_compile_cold_ms']:.3f} ms cold (same rotation); "
+                         f"explore minus executor {s['median_explore_minus_executor_ms']:.3f} ms; cost check "
+                         f"{s['median_cost_check_ms']:+.3f} ms; audit adds {s['median_audit_added_ms']:+.3f} ms.")
         lines.append(f"- audit events written by the benchmark's AuditWriter: {e.get('audit_events_written')} "
                      f"(dropped {e.get('audit_events_dropped')}).")
         lines.append("")
-        wf = e.get("wait_for_overhead")
-        if wf:
-            lines += [f"asyncio.wait_for around a no-op coroutine costs {wf['median_us']['wait_for']} us on Python "
-                      f"{wf['python']} (asyncio.timeout: {wf['median_us']['timeout']} us, bare await "
-                      f"{wf['median_us']['bare']} us).", ""]
-        rc = e.get("rows_conversion")
-        if rc:
-            lines += ["JSON-safe rows (engine.rows.json_rows) vs a type-dispatch prototype, same output:", ""]
-            lines += _table(["case", "rows", "json_rows ms", "type dispatch ms", "ratio"],
-                            [[k, r["rows"], _f(r["json_rows_p50_us"] / 1000, 2), _f(r["dispatch_p50_us"] / 1000, 2),
-                              f"{r['ratio']:.2f}x"] for k, r in rc.items()])
 
     if "server" in res:
         s = res["server"]
@@ -176,21 +172,6 @@ def markdown(res: dict) -> str:
             lines += [f"Exploration growth, {label} (p50 us):", ""]
             lines += _table([axis, "SQL chars", "parse", "bind", "generate", "guard", "whole",
                              "sqlglot parse of the SQL", "whole/sqlglot"], rows)
-
-    if "whatif" in res:
-        w = res["whatif"]
-        ver = w["verification"]
-        lines += ["## What-ifs: suggested fixes, prototyped outside src/", "",
-                  f"Verified first: {ver['sources']} sources ({ver['compiled']} compiled, {ver['refused']} refused, "
-                  f"corpus + golden + rejections + the corpus with other literal values) and {ver['guard_sql']} "
-                  f"guard SQL texts give identical answers: "
-                  f"{'yes' if not ver['problems'] else 'NO: ' + '; '.join(ver['problems'])}. Whole compile per "
-                  "exploration, median over the corpus of each p50:", ""]
-        rows = [[name, _f(r["median_of_case_p50_us"]), f"{r['vs_baseline']:.3f}x", f"{r['vs_sqlglot']:.2f}x",
-                 f"{r['cases_at_most_1x_sqlglot']}", f"{r['cases_at_most_0_5x_sqlglot']}"]
-                for name, r in w["timing"]["configs"].items()]
-        lines += _table(["configuration", "p50 us", "vs baseline", "vs sqlglot parse", "cases <= 1.0x sqlglot",
-                         "cases <= 0.5x sqlglot"], rows)
 
     if "profile" in res:
         p = res["profile"]["compile"]

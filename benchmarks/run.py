@@ -26,13 +26,13 @@ if __package__ in (None, ""):  # `python benchmarks/run.py`: make the package im
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     __package__ = "benchmarks"
 
-from benchmarks import compile_bench, exec_bench, profile_bench, scaling, server_bench, whatif  # noqa: E402
+from benchmarks import compile_bench, exec_bench, profile_bench, scaling, server_bench  # noqa: E402
 from benchmarks.common import CONTRACT_PATH, RESULTS, ROOT, log, machine, versions  # noqa: E402
 from benchmarks.corpus import CASES, verify as verify_corpus  # noqa: E402
 from benchmarks.db import DATA, ensure_database  # noqa: E402
 from benchmarks.report import markdown  # noqa: E402
 
-SECTIONS = ("corpus", "compile", "throughput", "exec", "server", "scaling", "whatif", "profile")
+SECTIONS = ("corpus", "compile", "throughput", "exec", "server", "scaling", "profile")
 
 FULL = {
     "scale": 25.0,
@@ -43,7 +43,6 @@ FULL = {
     "contract_sizes": [10, 100, 1000, 3000, 10000], "cold_src_max": 10000, "contract_reps": 200,
     "predicates": [1, 2, 5, 10, 20, 50, 100, 200], "relations": [0, 1, 2, 4, 8, 16], "in_lists": [1, 10, 100, 1000],
     "growth_reps": 100,
-    "whatif_rounds": 12,
     "profile_loops": 20, "exec_profile_loops": 200,
 }
 QUICK = {
@@ -55,7 +54,6 @@ QUICK = {
     "contract_sizes": [10, 100, 300], "cold_src_max": 300, "contract_reps": 20,
     "predicates": [1, 10, 50, 200], "relations": [0, 1, 4, 16], "in_lists": [1, 100, 1000],
     "growth_reps": 10,
-    "whatif_rounds": 2,
     "profile_loops": 2, "exec_profile_loops": 20,
 }
 
@@ -147,9 +145,6 @@ def main(argv: list[str] | None = None) -> int:
         for size, s in res["execution"]["summary"].items():
             log(f"  {size}: explore/direct median x{s['median_ratio_explore']:.2f} "
                 f"(+{s['median_added_ms_explore']:.2f} ms); audit adds {s['median_audit_added_ms']:+.3f} ms")
-        res["execution"]["rows_conversion"] = exec_bench.rows_conversion(contract, dsn)
-        res["execution"]["wait_for_overhead"] = exec_bench.wait_for_overhead()
-        log(f"    asyncio.wait_for vs asyncio.timeout around a no-op (us): {res['execution']['wait_for_overhead']['median_us']}")
         save()
 
     if "server" in only:
@@ -165,11 +160,6 @@ def main(argv: list[str] | None = None) -> int:
         res["scaling"]["exploration"] = scaling.exploration_growth(cfg["growth_reps"], cfg["predicates"],
                                                                    cfg["relations"], cfg["in_lists"])
         res["scaling"]["contract_yaml_loader"] = scaling.yaml_loaders(cfg["contract_sizes"][-2])
-        save()
-
-    if "whatif" in only:
-        log("- what-ifs: suggested fixes as runtime prototypes, verified, then timed")
-        res["whatif"] = whatif.run(contract, cfg["whatif_rounds"])
         save()
 
     if "profile" in only:

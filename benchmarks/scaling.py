@@ -120,7 +120,7 @@ def _stages(contract: Contract, text: str, role: str, reps: int, with_reference:
         "bind": lambda: bind(e, contract, role_),
         "generate": lambda: compile_plan(plan),
         "guard": lambda: check(q.sql, allowed, len(q.params)),
-        "whole": lambda: compile_exploration(text, contract, role),
+        "whole": lambda: compile_exploration(text, contract, role, cache=None),
     }
     if with_reference:
         fns["sqlglot_of_compiled"] = lambda: sqlglot_walk(q.sql)
@@ -159,14 +159,14 @@ def contract_growth(sizes: list[int], reps: int, cold_src_max: int) -> dict:
         texts = _explorations(n)
         if n <= cold_src_max:
             t4 = time.perf_counter()
-            compile_exploration(texts[0], contract, "wide")  # builds the allowed set (src)
+            compile_exploration(texts[0], contract, "wide", cache=None)  # builds the allowed set (src)
             row["first_compile_src_s"] = round(time.perf_counter() - t4, 3)
             src = contract.derived[("allowed", "wide")]
             row["indexed_equals_src"] = dict(src.relations) == dict(fast.relations)
         else:
             contract.derived[("allowed", "wide")] = fast
             t4 = time.perf_counter()
-            compile_exploration(texts[0], contract, "wide")
+            compile_exploration(texts[0], contract, "wide", cache=None)
             row["first_compile_prefilled_s"] = round(time.perf_counter() - t4, 4)
         for t in texts:  # every exploration compiles, and the guard accepts it
             _stages(contract, t, "wide", 1)
@@ -182,9 +182,9 @@ def contract_growth(sizes: list[int], reps: int, cold_src_max: int) -> dict:
         role_ = contract.role("wide")
         for i, text in enumerate(texts):
             e = parse_text(text)
-            q = compile_exploration(text, contract, "wide")
+            q = compile_exploration(text, contract, "wide", cache=None)
             allowed = dataclasses.replace(allowed_for_role(contract, role_), max_rows=q.limit)
-            fns[(n, i, "whole")] = (lambda t=text, c=contract: compile_exploration(t, c, "wide"))
+            fns[(n, i, "whole")] = (lambda t=text, c=contract: compile_exploration(t, c, "wide", cache=None))
             fns[(n, i, "bind")] = (lambda e=e, c=contract, r=role_: bind(e, c, r))
             fns[(n, i, "guard")] = (lambda s=q.sql, a=allowed, k=len(q.params): check(s, a, k))
     samples = interleaved(fns, reps, warmup=max(3, reps // 10), rounds=10)

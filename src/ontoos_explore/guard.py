@@ -177,27 +177,32 @@ class _Checker:
     # ------------------------------------------------------------ the walk
 
     def walk(self, root: Any) -> None:
-        # (value, slot in its parent, clause of the SELECT it sits in: targetList, whereClause, ...)
+        # (value, slot in its parent, clause of the SELECT it sits in: targetList, whereClause, ...).
+        # Only dicts and lists are pushed: scalars (locations, flags, strings) are never visited.
         stack: list[tuple[Any, str, str]] = [(root, "stmt", "")]
+        pop, extend = stack.pop, stack.extend
         while stack:
-            value, slot, clause = stack.pop()
-            if isinstance(value, list):
-                stack.extend((v, slot, clause) for v in reversed(value))
+            value, slot, clause = pop()
+            if type(value) is list:
+                extend([(v, slot, clause) for v in reversed(value) if type(v) is dict or type(v) is list])
                 continue
-            if not isinstance(value, dict) or not value:
+            if not value:
                 continue
-            node = _node(value)
-            if node is None:  # a plain mapping of fields: visit each slot
-                stack.extend((v, k, clause) for k, v in reversed(list(value.items())))
-                continue
-            kind, body = node
-            visit = getattr(self, f"visit_{kind}", None)
-            if visit is None:
-                self.fail(kind, WHY.get(kind) or f"{kind} is not allowed", body)
-                continue
-            self.clause = clause
-            if visit(body, slot) is not False:
-                stack.extend((v, k, k if kind == "SelectStmt" else clause) for k, v in reversed(list(body.items())))
+            if len(value) == 1:
+                kind, body = next(iter(value.items()))
+                if type(body) is dict and kind[:1].isupper():  # a parse-tree node (see _node)
+                    visit = _VISITORS.get(kind)
+                    if visit is None:
+                        self.fail(kind, WHY.get(kind) or f"{kind} is not allowed", body)
+                        continue
+                    self.clause = clause
+                    if getattr(self, visit)(body, slot) is not False:
+                        select = kind == "SelectStmt"
+                        extend([(v, k, k if select else clause) for k, v in reversed(body.items())
+                                if type(v) is dict or type(v) is list])
+                    continue
+            # a plain mapping of fields: visit each slot
+            extend([(v, k, clause) for k, v in reversed(value.items()) if type(v) is dict or type(v) is list])
 
     # ------------------------------------------------------------ statements
 
@@ -432,6 +437,7 @@ class _Checker:
 
 # The allow-list is exactly the kinds with a visitor.
 ALLOWED_KINDS = frozenset(name.removeprefix("visit_") for name in vars(_Checker) if name.startswith("visit_"))
+_VISITORS = {kind: "visit_" + kind for kind in ALLOWED_KINDS}  # looked up by name: a subclass may override
 
 
 def check(sql: str, allowed: AllowedSet, n_params: int | None = None) -> Verdict:

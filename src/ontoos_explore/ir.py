@@ -10,7 +10,7 @@ two forms dumps identically.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, TypeVar, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -149,6 +149,31 @@ class Exploration(Node):
 
 for _m in (And, Or, Not, Exploration):
     _m.model_rebuild()
+
+
+N = TypeVar("N", bound=BaseModel)
+_SPECS: dict[type, tuple[tuple[str, ...], dict[str, Any], frozenset[str]]] = {}
+
+
+def make(cls: type[N], /, **values: Any) -> N:
+    """A node built without validation, for values the grammar has already typed
+    (a NAME, an INT, one of the COMPARE strings): ~1.5 us against ~3 us for
+    validation or `model_construct`. The result equals the validated node, field
+    order included (tests/grammar/test_parser.py checks it against strict validation)."""
+    spec = _SPECS.get(cls)
+    if spec is None:
+        fields = cls.model_fields
+        spec = _SPECS[cls] = (tuple(fields), {k: f.get_default(call_default_factory=True)
+                                              for k, f in fields.items() if not f.is_required()}, frozenset(fields))
+    names, defaults, known = spec
+    if not values.keys() <= known:
+        raise TypeError(f"{cls.__name__} has no field {sorted(values.keys() - known)[0]}")
+    obj = cls.__new__(cls)
+    object.__setattr__(obj, "__dict__", {k: values[k] if k in values else defaults[k] for k in names})
+    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
+    object.__setattr__(obj, "__pydantic_extra__", None)
+    object.__setattr__(obj, "__pydantic_private__", None)
+    return obj
 
 
 def and_all(preds: list[Predicate]) -> Predicate | None:

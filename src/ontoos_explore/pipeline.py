@@ -22,6 +22,7 @@ from .grammar.parser import parse_text
 from .ir import Exploration
 from .names import did_you_mean
 from .policy import bind
+from .templates import TEMPLATES, TemplateCache
 
 
 def parse_source(source: str | dict[str, Any] | Exploration) -> Exploration:
@@ -56,9 +57,30 @@ def resolve_role(contract: Contract, role: str | Role) -> Role:
     return found
 
 
-def compile_exploration(source: str | dict[str, Any] | Exploration, contract: Contract, role: str | Role) -> CompiledQuery:
-    """Parse, bind and compile one exploration for `role`; raise ExploreError on refusal."""
+def compile_exploration(
+    source: str | dict[str, Any] | Exploration,
+    contract: Contract,
+    role: str | Role,
+    cache: TemplateCache | None = TEMPLATES,
+) -> CompiledQuery:
+    """Parse, bind and compile one exploration for `role`; raise ExploreError on refusal.
+
+    A text whose template (the text up to its literal values) compiled before
+    for this contract and role reuses that guarded SQL with its new values
+    (`templates.py`); `cache=None` always takes the whole path."""
     role_ = resolve_role(contract, role)
+    if cache is not None and isinstance(source, str):
+        key, lits = cache.key(source, contract, role_)
+        hit = cache.lookup(key, lits, source)
+        if hit is not None:
+            return hit
+        compiled, plan = _compile(source, contract, role_)
+        cache.fill(key, lits, plan, compiled, contract, role_)
+        return compiled
+    return _compile(source, contract, role_)[0]
+
+
+def _compile(source: str | dict[str, Any] | Exploration, contract: Contract, role_: Role):
     exploration = parse_source(source)
     try:
         plan = bind(exploration, contract, role_)
@@ -70,7 +92,7 @@ def compile_exploration(source: str | dict[str, Any] | Exploration, contract: Co
         raise
     compiled = compile_plan(plan)
     verify(compiled, allowed_for_role(contract, role_))
-    return dataclasses.replace(compiled, contract_hash=contract.hash)
+    return dataclasses.replace(compiled, contract_hash=contract.hash), plan
 
 
 log = logging.getLogger("ontoos_explore.guard")

@@ -20,6 +20,7 @@ from .contract import Contract
 from .engine.executor import Executor, Outcome
 from .errors import ExploreError, InternalError
 from .pipeline import compile_exploration
+from .templates import TEMPLATES, TemplateCache
 
 log = logging.getLogger("ontoos_explore.service")
 
@@ -85,12 +86,13 @@ def plan_envelope(q: CompiledQuery, out: Outcome, exploration_id: str) -> dict[s
 
 
 class Explorer:
-    def __init__(self, contract: Contract, executor: Executor) -> None:
+    def __init__(self, contract: Contract, executor: Executor, cache: TemplateCache | None = TEMPLATES) -> None:
         self.contract = contract
         self.executor = executor
+        self.cache = cache  # the template cache (None: every text takes the whole compile path)
 
     async def explore(self, source: Any, role: str, *, dry_run: bool = False) -> Answer:
-        return await self._answer(lambda: compile_exploration(source, self.contract, role), dry_run)
+        return await self._answer(lambda: compile_exploration(source, self.contract, role, self.cache), dry_run)
 
     async def run_compiled(self, compiled: CompiledQuery) -> Answer:
         """Run SQL compiled (and guarded) elsewhere: a named query."""

@@ -195,3 +195,24 @@ def test_not_a_string():
     with pytest.raises(ExploreError) as info:
         parse_text(42)  # type: ignore[arg-type]
     assert info.value.subtype == "INVALID_REQUEST"
+
+
+# ---------------------------------------------------------------- the IR is built without validation
+
+from hypothesis import given, settings  # noqa: E402
+
+from ontoos_explore.grammar.render import to_text  # noqa: E402
+from ontoos_explore.ir import Exploration  # noqa: E402
+
+from ..properties.strategies import explorations  # noqa: E402
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(explorations())
+def test_the_parsed_ir_is_exactly_what_strict_validation_builds(e):
+    """ToIR builds nodes with ir.make (no validation): every value must already have
+    the type pydantic would insist on (repr shows types: 1 vs True vs Decimal('1'))."""
+    parsed = parse_text(to_text(e))
+    validated = Exploration.model_validate(parsed.model_dump(), strict=True)
+    assert repr(validated) == repr(parsed)
+    assert validated == Exploration.model_validate(e.model_dump(), strict=True)

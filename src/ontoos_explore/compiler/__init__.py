@@ -18,12 +18,15 @@ from .sqlgen import generate
 
 @dataclass(frozen=True, slots=True)
 class ParamSlot:
-    """What `$n` stands for: the column it is compared with, its type, and whether
-    the caller wrote it (False: a contract always-filter value)."""
+    """What `$n` stands for: the column it is compared with (as the exploration
+    writes it), its type, whether the caller wrote it (False: a contract
+    always-filter value), and the contract dataset and column it meets."""
 
     column: str
     type: str
     caller: bool
+    dataset: str = ""
+    name: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,15 @@ Each exploration runs in its own READ ONLY transaction whose budgets
 one pipeline: a single round trip (two when the cost is checked first).
 The query text is exactly the guarded text, sent with the extended protocol
 (`binary=True` forces it even without parameters), so no second statement
-can ride along. Connections pin `search_path`, `standard_conforming_strings`
+can ride along.
+
+Where a cost ceiling applies, the planner's estimate is asked for first. On
+PostgreSQL 16+ it is the generic plan's (`EXPLAIN (GENERIC_PLAN)`, which does
+not depend on the values), kept per (role, SQL text) for `cost_cache_s`: a
+shape asked again costs no second round trip. `GENERIC_PLAN` needs the
+simple query protocol (no values are bound), which is safe for the guarded
+text: one statement, every value a `$n`, no string literal in it. Before 16,
+or with `cost_cache_s` 0, each call explains its own values in the pipeline. Connections pin `search_path`, `standard_conforming_strings`
 and `TimeZone` at connect time, at no per-query cost.
 
 PostgreSQL's error texts never reach the caller (they can carry data
@@ -18,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +50,8 @@ BUDGET = ("SELECT set_config('statement_timeout', $1, true), set_config('lock_ti
           "set_config('idle_in_transaction_session_timeout', $3, true)")
 BUDGET_AND_ROLE = BUDGET + ", set_config('role', $4, true)"
 EXPLAIN = "EXPLAIN (FORMAT JSON) "  # prefixed to the guarded text, byte for byte
+GENERIC_EXPLAIN = "EXPLAIN (FORMAT JSON, GENERIC_PLAN) "
+IDLE_CHECK_S = 1.0  # a connection idle longer than this is checked before use
 
 CONNECT_OPTIONS = " ".join(
     f"-c {k}={v}"
@@ -77,7 +88,8 @@ async def open_pool(dsn: str, settings: Settings) -> AsyncConnectionPool:
         min_size=settings.pool_min,
         max_size=settings.pool_max,
         kwargs={"autocommit": True, "options": CONNECT_OPTIONS, "cursor_factory": psycopg.AsyncRawCursor},
-        check=AsyncConnectionPool.check_connection,
+        check=_check_if_idle,
+        reset=_stamp,
         timeout=settings.pool_timeout_s,
         reconnect_timeout=24 * 3600,
         name="ontoos-explore",
@@ -87,11 +99,47 @@ async def open_pool(dsn: str, settings: Settings) -> AsyncConnectionPool:
     return pool
 
 
+_returned: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+async def _stamp(conn) -> None:
+    """Pool `reset` hook: when the connection came back."""
+    _returned[conn] = time.monotonic()
+
+
+async def _check_if_idle(conn) -> None:
+    """Pool `check` hook: a connection back from use within IDLE_CHECK_S is used as is
+    (an empty query per checkout cost 0.1-0.25 ms); an older one is checked, so a
+    database restarted while the pool was quiet is noticed before a query fails."""
+    if time.monotonic() - _returned.get(conn, 0.0) > IDLE_CHECK_S:
+        await AsyncConnectionPool.check_connection(conn)
+
+
+class CostCache:
+    """Generic-plan estimates per (role, SQL text), each kept for `ttl` seconds; bounded."""
+
+    def __init__(self, ttl: float, size: int = 4096) -> None:
+        self.ttl, self.size = ttl, size
+        self._entries: dict[tuple[str, str], tuple[float, float, list[tuple[str, float]]]] = {}
+
+    def get(self, key: tuple[str, str]) -> tuple[float, list[tuple[str, float]]] | None:
+        found = self._entries.get(key)
+        if found is None or found[0] < time.monotonic():
+            return None
+        return found[1], found[2]
+
+    def put(self, key: tuple[str, str], cost: float, tables: list[tuple[str, float]]) -> None:
+        while len(self._entries) >= self.size:
+            self._entries.pop(next(iter(self._entries)), None)
+        self._entries[key] = (time.monotonic() + self.ttl, cost, tables)
+
+
 class Executor:
     def __init__(self, pool: AsyncConnectionPool, contract: Contract, settings: Settings) -> None:
         self.pool = pool
         self.contract = contract
         self.settings = settings
+        self.costs = CostCache(settings.cost_cache_s)
         self._by_table = {(d.schema_name, d.table_name): d for d in contract.datasets.values()}
 
     def db_role(self, role_name: str) -> str:
@@ -118,6 +166,9 @@ class Executor:
         """Run (or, with dry_run, only plan) one compiled exploration."""
         started = time.perf_counter()
         timeout_s = q.budget.timeout_ms / 1000 + CLIENT_MARGIN_S
+        ceiling = None if dry_run else self.cost_ceiling(q)
+        if ceiling is not None and (known := self.costs.get((q.budget.role, q.sql))) is not None and known[0] > ceiling:
+            raise self._over(q, known, ceiling)  # the shape's estimate is known: refused without a round trip
         try:
             async with self.pool.connection(timeout=self.settings.pool_timeout_s) as conn:
                 try:
@@ -144,19 +195,32 @@ class Executor:
         params = list(q.params)
         ceiling = self.cost_ceiling(q)
         control, query = conn.cursor(), conn.cursor()
-        cost, tables = None, []
+        estimate, opened = None, False
+        if ceiling is not None and not dry_run and self.settings.cost_cache_s > 0 and conn.info.server_version >= 160000:
+            key = (q.budget.role, q.sql)
+            estimate = self.costs.get(key)
+            if estimate is None:  # once per shape: the transaction opens, the generic plan is explained
+                await control.execute(BEGIN)
+                await control.execute(sql_budget, budget)
+                opened = True
+                await query.execute(GENERIC_EXPLAIN + q.sql)  # no values: the simple protocol
+                plan = (await query.fetchone())[0][0]["Plan"]
+                estimate = plan["Total Cost"], self._scanned(plan)
+                self.costs.put(key, *estimate)
         async with conn.pipeline():
-            await control.execute(BEGIN)
-            await control.execute(sql_budget, budget)
-            if ceiling is not None or dry_run:
+            if not opened:
+                await control.execute(BEGIN)
+                await control.execute(sql_budget, budget)
+            if estimate is None and (ceiling is not None or dry_run):  # these values' own plan
                 await query.execute(EXPLAIN + q.sql, params, binary=True)
                 plan = (await query.fetchone())[0][0]["Plan"]
-                cost, tables = plan["Total Cost"], self._scanned(plan)
-                if dry_run or cost > ceiling:
+                estimate = plan["Total Cost"], self._scanned(plan)
+                if dry_run:
                     await control.execute(END)
-                    if dry_run:
-                        return Outcome([], False, [], _ms(started), cost, [d for d, _ in tables])
-                    raise cost_budget(q, cost, ceiling, tables[0][0] if tables else q.datasets[0], self.contract)
+                    return Outcome([], False, [], _ms(started), estimate[0], [d for d, _ in estimate[1]])
+            if estimate is not None and estimate[0] > ceiling:
+                await control.execute(END)
+                raise self._over(q, estimate, ceiling)
             await query.execute(q.sql, params, binary=True)
             await control.execute(END)
             rows = await query.fetchall()
@@ -167,8 +231,12 @@ class Executor:
             truncated=truncated,
             masked_columns=[q.columns[i] for i in sorted(masked)],
             elapsed_ms=_ms(started),
-            cost=cost,
+            cost=None if estimate is None else estimate[0],
         )
+
+    def _over(self, q: CompiledQuery, estimate, ceiling: float) -> ExploreError:
+        cost, tables = estimate
+        return cost_budget(q, cost, ceiling, tables[0][0] if tables else q.datasets[0], self.contract)
 
     def _scanned(self, plan: dict) -> list[tuple[str, float]]:
         """Datasets the plan scans, the costliest first."""

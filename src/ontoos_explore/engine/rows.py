@@ -47,8 +47,26 @@ def json_cell(v: Any) -> Any:
     return str(v)
 
 
+_PLAIN = frozenset({str, int, bool, type(None)})  # already JSON: passed through
+_BY_TYPE = {  # the common database types, converted without json_cell's isinstance chain
+    Decimal: decimal_text,
+    dt.datetime: dt.datetime.isoformat,
+    dt.date: dt.date.isoformat,
+    float: lambda v: v if math.isfinite(v) else None,
+}
+
+
 def json_rows(rows: list[tuple], masked: set[int]) -> list[list[Any]]:
     """Convert every cell; replace the cells of `masked` column positions."""
+    plain, by_type = _PLAIN, _BY_TYPE
+
+    def cell(v: Any) -> Any:
+        t = type(v)
+        if t in plain:
+            return v
+        f = by_type.get(t)
+        return f(v) if f is not None else json_cell(v)
+
     if not masked:
-        return [[json_cell(v) for v in row] for row in rows]
-    return [[MASK if i in masked else json_cell(v) for i, v in enumerate(row)] for row in rows]
+        return [[cell(v) for v in row] for row in rows]
+    return [[MASK if i in masked else cell(v) for i, v in enumerate(row)] for row in rows]

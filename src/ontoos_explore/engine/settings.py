@@ -13,6 +13,7 @@ Flags override environment variables, which override the defaults.
 | query_roles | ONTOOS_QUERY_ROLES | on | SET LOCAL ROLE to the contract role's database role |
 | role_prefix | ONTOOS_ROLE_PREFIX | ontoos_q_ | prefix of those database roles |
 | heavy_max_cost | ONTOOS_HEAVY_MAX_COST | 1000000 | cost ceiling for heavy datasets when the role sets none |
+| cost_cache_s | ONTOOS_COST_CACHE | 300 | how long a query's generic-plan cost estimate is reused (PostgreSQL 16+; 0: estimate every call) |
 | audit_dsn | ONTOOS_AUDIT_DSN | the exploration database | where the audit schema `ontoos_audit` lives |
 | audit | ONTOOS_AUDIT | on | record every request |
 """
@@ -46,6 +47,7 @@ class Settings:
     query_roles: bool = True
     role_prefix: str = "ontoos_q_"
     heavy_max_cost: float = 1_000_000.0
+    cost_cache_s: float = 300.0
     audit_dsn: str | None = None
     audit: bool = True
 
@@ -60,6 +62,7 @@ class Settings:
             query_roles=_flag(env.get("ONTOOS_QUERY_ROLES"), True),
             role_prefix=env.get("ONTOOS_ROLE_PREFIX", "ontoos_q_"),
             heavy_max_cost=float(env.get("ONTOOS_HEAVY_MAX_COST", 1_000_000)),
+            cost_cache_s=float(env.get("ONTOOS_COST_CACHE", 300)),
             audit_dsn=env.get("ONTOOS_AUDIT_DSN") or None,
             audit=_flag(env.get("ONTOOS_AUDIT"), True),
             **overrides,

@@ -33,6 +33,7 @@ from ..ir import (
     OrderItem,
     Ref,
     and_all,
+    make,
     or_all,
 )
 from ..names import MAX_NAME
@@ -90,16 +91,21 @@ def _name(tok: Token) -> str:
 
 
 class ToIR(Transformer):
-    """Lark tree -> IR nodes. Inlined into the LALR parser (no tree is built)."""
+    """Lark tree -> IR nodes. Inlined into the LALR parser (no tree is built).
+
+    Nodes are built with `ir.make`, without validation: the grammar has already
+    typed every value (a token is a NAME, an INT, one of the COMPARE strings...),
+    so pydantic's validation would only re-check it, at ~40% of the parse's time.
+    tests/grammar/test_parser.py checks that each parse equals the validated IR."""
 
     # names and references
     def name(self, c):
-        return Name(value=_name(c[0]), pos=_pos(c[0]))
+        return make(Name, value=_name(c[0]), pos=_pos(c[0]))
 
     def ref(self, c):
         if len(c) == 1:
-            return Ref(column=_name(c[0]), pos=_pos(c[0]))
-        return Ref(relation=_name(c[0]), column=_name(c[1]), pos=_pos(c[0]))
+            return make(Ref, column=_name(c[0]), pos=_pos(c[0]))
+        return make(Ref, relation=_name(c[0]), column=_name(c[1]), pos=_pos(c[0]))
 
     # fields
     def aggregate(self, c):
@@ -129,12 +135,12 @@ class ToIR(Transformer):
                 hint="write count(distinct <column>)",
                 position=_pos(func_tok),
             )
-        return AggregateField(func=func, ref=ref, distinct=distinct, pos=_pos(func_tok))
+        return make(AggregateField, func=func, ref=ref, distinct=distinct, pos=_pos(func_tok))
 
     def field(self, c):
         expr, alias = c[0], (c[1].value if len(c) > 1 else None)
         if isinstance(expr, Ref):
-            return ColumnField(ref=expr, alias=alias)
+            return make(ColumnField, ref=expr, alias=alias)
         return expr.model_copy(update={"alias": alias})
 
     def order_item(self, c):
@@ -142,50 +148,50 @@ class ToIR(Transformer):
         if isinstance(key, AggregateField) and key.alias is not None:  # pragma: no cover - grammar forbids
             key = key.model_copy(update={"alias": None})
         desc = len(c) > 1 and str(c[1]).lower() == "desc"
-        return OrderItem(key=key, descending=desc)
+        return make(OrderItem, key=key, descending=desc)
 
     # literals
     def string(self, c):
-        return Lit(kind="string", value=_unquote(str(c[0])), pos=_pos(c[0]))
+        return make(Lit, kind="string", value=_unquote(str(c[0])), pos=_pos(c[0]))
 
     def integer(self, c):
-        return Lit(kind="integer", value=int(c[0]), pos=_pos(c[0]))
+        return make(Lit, kind="integer", value=int(c[0]), pos=_pos(c[0]))
 
     def decimal(self, c):
         try:
             value = Decimal(str(c[0]))
         except InvalidOperation:  # pragma: no cover - the token regex admits only digits
             raise InputError(Codes.SYNTAX_ERROR, f"'{c[0]}' is not a number", position=_pos(c[0]))
-        return Lit(kind="decimal", value=value, pos=_pos(c[0]))
+        return make(Lit, kind="decimal", value=value, pos=_pos(c[0]))
 
     def true(self, c):
-        return Lit(kind="boolean", value=True, pos=_pos(c[0]))
+        return make(Lit, kind="boolean", value=True, pos=_pos(c[0]))
 
     def false(self, c):
-        return Lit(kind="boolean", value=False, pos=_pos(c[0]))
+        return make(Lit, kind="boolean", value=False, pos=_pos(c[0]))
 
     # predicates
     def compare(self, c):
         op = str(c[1])
-        return Compare(ref=c[0], op="!=" if op == "<>" else op, value=c[2])
+        return make(Compare, ref=c[0], op="!=" if op == "<>" else op, value=c[2])
 
     def in_list(self, c):
         negated = isinstance(c[1], Token)
-        return InList(ref=c[0], values=tuple(x for x in c[1:] if isinstance(x, Lit)), negated=negated)
+        return make(InList, ref=c[0], values=tuple(x for x in c[1:] if isinstance(x, Lit)), negated=negated)
 
     def between(self, c):
-        return Between(ref=c[0], low=c[1], high=c[2])
+        return make(Between, ref=c[0], low=c[1], high=c[2])
 
     def is_null(self, c):
-        return IsNull(ref=c[0], negated=len(c) > 1)
+        return make(IsNull, ref=c[0], negated=len(c) > 1)
 
     def like(self, c):
         negated = len(c) == 4
         op, pattern = c[-2], c[-1]
-        return Like(ref=c[0], pattern=pattern, negated=negated, case_insensitive=str(op).lower() == "ilike")
+        return make(Like, ref=c[0], pattern=pattern, negated=negated, case_insensitive=str(op).lower() == "ilike")
 
     def negation(self, c):
-        return Not(item=c[1])
+        return make(Not, item=c[1])
 
     def and_expr(self, c):
         return and_all(list(c))
@@ -214,7 +220,7 @@ class ToIR(Transformer):
         fields = tuple(x for x in c[1:] if not isinstance(x, tuple))
         clauses = dict(x for x in c[1:] if isinstance(x, tuple))
         limit, limit_pos = clauses.get("limit", (None, None))
-        return Exploration(
+        return make(Exploration, 
             dataset=dataset,
             relations=clauses.get("via", ()),
             fields=fields,

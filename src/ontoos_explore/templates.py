@@ -1,0 +1,187 @@
+"""Template cache: a text seen before, up to its literal values, reuses its guarded SQL.
+
+Agents ask the same question with other values over and over. The compiled
+SQL of a text does not depend on its literals (every value is a `$n`
+parameter), so once a text has gone the whole way (parse, bind, compile,
+guard) its template, the text with each literal replaced by a typed slot,
+maps to the guarded `CompiledQuery`. A later text with the same template
+binds only its new values:
+
+- the text passes the same input checks (`limits.check_text`), each string
+  literal the role's `max_literal_length`, and each literal is converted by
+  `types.convert` for the column and enum values of the parameter it fills,
+  exactly as the binder does;
+- anything that does not pass takes the whole path, so every refusal (with
+  its position and `retry_with`) is the one the pipeline gives;
+- the executed SQL is the guarded text, byte for byte; only `params` and
+  `normalized` change.
+
+An entry is made only after a successful compile, and only when the literals
+of the text line up one to one, in order, with the parameters the caller's
+values became (each literal converts to exactly the bound value) and the
+normalized text splits at them; otherwise the text is remembered as not
+cacheable. The key holds the contract hash and the role, so a new contract
+or another role never meets an old entry.
+
+The literal tokens are found with one regular expression mirroring
+`explore.lark`'s STRING, DECIMAL, INT, TRUE and FALSE (and `limit N`, which
+stays part of the template: it changes the SQL). A name never holds a
+literal (NAME is `[A-Za-z_][A-Za-z0-9_]*`, no quoted identifiers), and the
+slot marks start with a NUL, which `check_text` refuses in any input.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import threading
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from .compiler import CompiledQuery
+from .compiler import fingerprint as fp
+from .grammar.limits import check_text
+from .grammar.parser import _unquote
+from .policy.bound import Param
+from .types import convert
+
+if TYPE_CHECKING:
+    from .contract import Contract, Role
+    from .policy.bound import BoundExploration
+
+_WS = "[ \t\r\n\f]"
+_LITERAL = re.compile(
+    rf"(?P<limit>(?i:\blimit\b){_WS}+-?[0-9]+)"
+    r"|(?P<string>'(?:[^'\\]|''|\\.)*'|\"(?:[^\"\\]|\"\"|\\.)*\")"
+    r"|(?<![A-Za-z0-9_.])(?P<decimal>-?[0-9]+\.[0-9]+)(?![A-Za-z0-9_.])"
+    r"|(?<![A-Za-z0-9_.])(?P<integer>-?[0-9]+)(?![A-Za-z0-9_.])"
+    r"|(?<![A-Za-z0-9_.])(?P<boolean>(?i:true|false))(?![A-Za-z0-9_])",
+    re.S,
+)
+_MARK = {"string": "\x00s", "decimal": "\x00d", "integer": "\x00i", "boolean": "\x00b"}
+_SPLIT = "\x00"  # never in a normalized text: check_text refuses NUL in every input
+
+
+def template_of(text: str) -> tuple[str, list[tuple[str, Any]]]:
+    """(text with each literal replaced by a typed slot, the literals as (kind, value) in text order)."""
+    parts: list[str] = []
+    lits: list[tuple[str, Any]] = []
+    last = 0
+    for m in _LITERAL.finditer(text):
+        kind = m.lastgroup
+        if kind == "limit":
+            continue
+        parts.append(text[last : m.start()])
+        parts.append(_MARK[kind])
+        tok = m.group()
+        if kind == "string":
+            value: Any = _unquote(tok)
+        elif kind == "integer":
+            value = int(tok)
+        elif kind == "decimal":
+            value = Decimal(tok)
+        else:
+            value = tok.lower() == "true"
+        lits.append((kind, value))
+        last = m.end()
+    parts.append(text[last:])
+    return "".join(parts), lits
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Template:
+    query: CompiledQuery
+    slots: tuple[tuple[str, tuple[str, ...] | None], ...]  # per caller literal: column type, enum values
+    always: tuple  # the always-filter parameters, constant
+    normalized: tuple[str, ...]  # the normalized text split at each caller literal
+    max_literal: int
+
+
+class TemplateCache:
+    """Bounded: past `size` entries the oldest is dropped. Thread-safe."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._entries: dict[tuple, Template | None] = {}
+        self._lock = threading.Lock()
+        self.hits = self.misses = self.fallbacks = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.hits = self.misses = self.fallbacks = 0
+
+    def stats(self) -> dict[str, int]:
+        return {"entries": len(self._entries), "hits": self.hits, "misses": self.misses, "fallbacks": self.fallbacks}
+
+    def key(self, text: str, contract: Contract, role: Role) -> tuple[tuple, list[tuple[str, Any]]]:
+        template, lits = template_of(text)
+        return (contract.hash, role.name, template), lits
+
+    def lookup(self, key: tuple, lits: list[tuple[str, Any]], text: str) -> CompiledQuery | None:
+        """The compiled query for a text whose template is cached, or None (take the whole path)."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        try:
+            check_text(text, "the exploration")
+            params = []
+            for (kind, value), (col_type, values) in zip(lits, entry.slots, strict=True):
+                if kind == "string" and len(value) > entry.max_literal:
+                    raise ValueError("over the literal budget")
+                params.append(convert(kind, value, col_type, values))
+        except Exception:  # noqa: BLE001 - the whole path gives the exact refusal
+            self.fallbacks += 1
+            return None
+        self.hits += 1
+        pieces = entry.normalized
+        normalized = pieces[0] + "".join(
+            fp.literal(Param(v, t)) + rest for v, (t, _), rest in zip(params, entry.slots, pieces[1:])
+        )
+        return dataclasses.replace(entry.query, params=(*params, *entry.always), normalized=normalized)
+
+    def fill(self, key: tuple, lits: list[tuple[str, Any]], plan: BoundExploration, q: CompiledQuery,
+             contract: Contract, role: Role) -> None:
+        self.misses += 1
+        entry = _template(lits, plan, q, contract, role)
+        with self._lock:
+            if key in self._entries:
+                return
+            while len(self._entries) >= self.size:
+                self._entries.pop(next(iter(self._entries)))
+            self._entries[key] = entry
+
+
+def _template(lits: list[tuple[str, Any]], plan: BoundExploration, q: CompiledQuery,
+              contract: Contract, role: Role) -> Template | None:
+    """The template of a compiled text, or None when its literals and parameters do not line up."""
+    n = len(lits)
+    caller = q.slots[:n]
+    if len(q.params) < n or any(not s.caller for s in caller) or any(s.caller for s in q.slots[n:]):
+        return None
+    slots = []
+    for (kind, value), slot, bound in zip(lits, caller, q.params):
+        ds = contract.dataset(slot.dataset)
+        col = ds.column(slot.name) if ds is not None else None
+        if col is None:
+            return None
+        try:
+            again = convert(kind, value, slot.type, col.values)
+        except Exception:  # noqa: BLE001
+            return None
+        if type(again) is not type(bound) or again != bound:
+            return None
+        slots.append((slot.type, col.values))
+    pieces = tuple(fp.render(plan, lit=lambda _: _SPLIT).split(_SPLIT))
+    if len(pieces) != n + 1:
+        return None
+    rebuilt = pieces[0] + "".join(fp.literal(Param(v, s[0])) + rest for v, s, rest in zip(q.params, slots, pieces[1:]))
+    if rebuilt != q.normalized:
+        return None
+    return Template(q, tuple(slots), q.params[n:], pieces, role.max_literal_length)
+
+
+TEMPLATES = TemplateCache()  # the process-wide cache compile_exploration uses by default
