@@ -51,6 +51,7 @@ MULTI = ("fields", "filter", "relation", "group_by", "order_by")
 TRUE, FALSE = ("1", "true", "yes"), ("0", "false", "no")
 INTEGER = re.compile(r"[+-]?[0-9]{1,4000}")  # ASCII digits only: int() would also take "５" or "1_0"
 CLIENT_CLOSED = 499  # nginx's "client closed request": logged, never received
+UNREAD_BODY = (408, 413, CLIENT_CLOSED)  # answered before the body was read: the connection cannot be reused
 
 
 def status_for(envelope: dict[str, Any]) -> int:
@@ -81,6 +82,8 @@ def envelope_response(envelope: dict[str, Any], status: int | None = None) -> JS
         headers["WWW-Authenticate"] = 'Bearer realm="ontoos-explore"'
     if status == 429:
         headers["Retry-After"] = str(envelope.get("meta", {}).get("retry_after_s") or 1)
+    if status in UNREAD_BODY:
+        headers["Connection"] = "close"
     if not envelope.get("ok"):  # a refusal may echo the caller's text: make it encodable whatever it holds
         envelope = scrub(envelope)
     return JSONResponse(envelope, status_code=status, headers=headers or None)
@@ -398,7 +401,9 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
                 if refused is not None:
                     e, status, code = refused
                     tools.record(Answer(e.to_envelope(), error=e), scope.get(PRINCIPAL_KEY), "mcp", None)
-                    return await JSONResponse(rpc_payload(e, code), status_code=status)(scope, receive, send)
+                    headers = {"Connection": "close"} if status in UNREAD_BODY else None
+                    return await JSONResponse(rpc_payload(e, code), status_code=status, headers=headers)(
+                        scope, receive, send)
             await sessions.handle_request(scope, receive, json_errors(send))
 
     async def mcp_body(scope, receive):
@@ -419,14 +424,20 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
         except ExploreError as e:
             e.hint = "send one JSON-RPC 2.0 message: a UTF-8 JSON object, without NaN or duplicate keys"
             return receive, (e, 413 if e.code == Codes.INPUT_TOO_LARGE.code else 400, -32700)
-        problem = None
+        problem, code = None, -32600
         if not isinstance(message, dict):
             problem = ("the body must be one JSON-RPC message (an object)",
                        "send one request per POST; batches are not supported")
         elif isinstance(ident := message.get("id"), bool) or not isinstance(ident, (str, int, type(None))):
             problem = ("a JSON-RPC id must be a string or an integer", 'e.g. "id": 1')
+        else:
+            try:  # the SDK's parser refuses these with a bare "Parse error": say which and why
+                json.dumps(message, ensure_ascii=False, default=str).encode("utf-8")
+            except UnicodeEncodeError:
+                problem, code = ("the message has an unpaired surrogate escape (\\ud800-\\udfff) in a string",
+                                 "JSON text must be valid Unicode: pair the surrogates, or remove the escape"), -32700
         if problem is not None:
-            return receive, (InputError(Codes.INVALID_REQUEST, problem[0], hint=problem[1]), 400, -32600)
+            return receive, (InputError(Codes.INVALID_REQUEST, problem[0], hint=problem[1]), 400, code)
         sent = False
 
         async def replay():

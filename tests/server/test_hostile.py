@@ -1,0 +1,430 @@
+"""Hostile input on every surface: the cases of tests/cases/hostile.yaml, and the ones bytes on a socket need.
+
+Each `json` case is one JSON text, sent byte for byte as the REST POST body, as the
+arguments of an ontoos_explore tools/call over MCP streamable HTTP (a raw JSON-RPC
+POST to the real server: the SDK client would re-encode the text and lose what is
+hostile in it) and over `ontoos serve --stdio`, and as `ontoos explore --json`. Each
+`http` case is one request. Every answer must be the expected refusal (a
+well-formed envelope with a hint, the right status and code) or the expected
+success, within a timeout; no answer may carry a traceback, SQL, a server path, the
+DSN or a secret value; the server must log no traceback; and the audit trail must
+keep taking events after all of it.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from ontoos_explore.cli import main as cli_main
+from ontoos_explore.grammar.limits import MAX_JSON_CHARS, MAX_JSON_DEPTH, MAX_JSON_VALUES, check_json
+from ontoos_explore.errors import ExploreError
+from ontoos_explore.server.http import envelope_response
+from ontoos_explore.server.tools import scrub
+from tests.server.test_hostile_support import (
+    BODY_TIMEOUT_S,
+    assert_envelope,
+    load_cases,
+    raw_exchange,
+    request,
+    start_hostile_server,
+)
+
+CASES = load_cases()
+JSON_CASES = {c["id"]: c for c in CASES["json"]}
+HTTP_CASES = {c["id"]: c for c in CASES["http"]}
+ACCEPT = "application/json, text/event-stream"
+PROTOCOL = "2025-11-25"
+TOOL_CALL = '{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "ontoos_explore", "arguments": %s}}'
+FORBIDDEN = ("Traceback", "SELECT", "ONTOOS-SECRET-", "psycopg", "site-packages")
+
+
+def expected(case: dict[str, Any], surface: str) -> dict[str, Any]:
+    """The case's expectation on `surface`: its own entry replaces the default one."""
+    return case.get(surface) or case["expect"]
+
+
+def no_leak(text: str) -> None:
+    for bad in FORBIDDEN:
+        assert bad not in text, f"{bad!r} in an answer: {text[:500]}"
+
+
+@pytest.fixture(scope="module")
+def server(pg_dsn, tmp_path_factory):
+    srv = start_hostile_server("hostile", pg_dsn, tmp_path_factory.mktemp("hostile-server"))
+    yield srv
+    srv.stop()
+
+
+# ================================================================ the json cases, REST
+
+
+@pytest.mark.parametrize("case_id", JSON_CASES)
+def test_rest_post(server, case_id):
+    case = JSON_CASES[case_id]
+    want = expected(case, "rest")
+    r = request(server, "POST", "/api/v1/explore", body=case["body"], timeout=30)
+    assert r.status == want["status"], (r.status, r.text[:500])
+    assert r.headers["content-type"].startswith("application/json")
+    if want.get("ok"):
+        assert r.json["ok"] is True, r.text[:500]
+    else:
+        assert_envelope(r.json, want.get("code"), want.get("says"))
+
+
+# ================================================================ the json cases, MCP over streamable HTTP
+
+
+def _sse_or_json(reply) -> dict[str, Any]:
+    if reply.headers.get("content-type", "").startswith("text/event-stream"):
+        data = [line[5:].strip() for line in reply.text.splitlines() if line.startswith("data:")]
+        assert data, reply.text[:500]
+        return json.loads(data[-1])
+    return reply.json
+
+
+@pytest.fixture(scope="module")
+def mcp_session(server) -> dict[str, str]:
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "hostile", "version": "0"}}}
+    r = request(server, "POST", "/mcp", body=json.dumps(init), headers={"Accept": ACCEPT})
+    assert r.status == 200, r.text
+    assert _sse_or_json(r)["result"]["serverInfo"]["name"] == "ontoos-explore"
+    headers = {"Accept": ACCEPT, "mcp-protocol-version": PROTOCOL}
+    if sid := r.headers.get("mcp-session-id"):
+        headers["mcp-session-id"] = sid
+    note = request(server, "POST", "/mcp", body='{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+                   headers=headers)
+    assert note.status == 202, note.text
+    return headers
+
+
+def check_rpc_answer(message: dict[str, Any], want: dict[str, Any], ident) -> None:
+    no_leak(json.dumps(message))
+    if "rpc" in want:
+        assert "error" in message, message
+        assert message["error"]["code"] == want["rpc"], message
+        if isinstance(message["error"].get("data"), dict):  # ours: the envelope, hint included
+            assert_envelope(message["error"]["data"])
+        if want.get("says"):
+            assert want["says"].lower() in message["error"]["message"].lower(), message
+        return
+    assert message.get("id") == ident, message
+    result = message["result"]
+    if want.get("ok"):
+        assert result["isError"] is False, result
+        assert result["structuredContent"]["ok"] is True
+        return
+    assert result["isError"] is True and "structuredContent" not in result, result
+    assert_envelope(json.loads(result["content"][0]["text"]), want.get("code"), want.get("says"))
+
+
+@pytest.mark.parametrize("case_id", JSON_CASES)
+def test_mcp_http(server, mcp_session, case_id):
+    case = JSON_CASES[case_id]
+    want = expected(case, "mcp")
+    ident = 1000 + list(JSON_CASES).index(case_id)
+    r = request(server, "POST", "/mcp", body=TOOL_CALL % (ident, case["body"]), headers=mcp_session, timeout=30)
+    assert r.status < 500, r.text[:500]
+    check_rpc_answer(_sse_or_json(r), want, ident)
+
+
+# ================================================================ the json cases, MCP over stdio
+
+
+class Stdio:
+    """`ontoos serve --stdio` driven line by line; a reader thread queues what it writes."""
+
+    def __init__(self, pg_dsn: str) -> None:
+        env = {"PATH": "/usr/bin:/bin", "ONTOOS_DSN": pg_dsn}
+        self.proc = subprocess.Popen([str(Path(sys.executable).parent / "ontoos"), "serve", "--stdio", "--role", "analyst"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.lines: queue.Queue = queue.Queue()
+        self.stray: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+        self.err = b""
+        threading.Thread(target=self._read_err, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.put(line.decode("utf-8"))  # every line must be UTF-8 ...
+        self.lines.put(None)
+
+    def _read_err(self) -> None:
+        self.err = self.proc.stderr.read()
+
+    def send(self, text: str) -> None:
+        self.proc.stdin.write(text.encode("utf-8", "surrogatepass") + b"\n")
+        self.proc.stdin.flush()
+
+    def wait_for(self, ident, timeout: float) -> dict[str, Any] | None:
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                return None
+            assert line is not None, f"the stdio server exited: {self.err.decode('utf-8', 'replace')[-2000:]}"
+            message = json.loads(line)  # ... and JSON-RPC
+            assert message.get("jsonrpc") == "2.0", line
+            if message.get("id") == ident:
+                return message
+            self.stray.append(line)
+        return None
+
+    def close(self) -> tuple[int, str]:
+        self.proc.stdin.close()
+        try:
+            code = self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        time.sleep(0.1)
+        return code, self.err.decode("utf-8", "replace")
+
+
+@pytest.fixture(scope="module")
+def stdio(pg_dsn):
+    s = Stdio(pg_dsn)
+    s.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                       "params": {"protocolVersion": PROTOCOL, "capabilities": {},
+                                  "clientInfo": {"name": "hostile", "version": "0"}}}))
+    assert s.wait_for(0, 60)["result"]["serverInfo"]["name"] == "ontoos-explore"
+    s.send('{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+    yield s
+    code, err = s.close()
+    assert "Traceback" not in err, err[-3000:]
+    assert code == 0, err[-3000:]
+
+
+@pytest.mark.parametrize("case_id", JSON_CASES)
+def test_mcp_stdio(stdio, case_id):
+    case = JSON_CASES[case_id]
+    want = expected(case, "stdio")
+    ident = 2000 + list(JSON_CASES).index(case_id)
+    stdio.send(TOOL_CALL % (ident, case["body"]))
+    if want.get("dropped"):
+        # the SDK's stdio transport drops a line it cannot parse: no answer, and the session goes on
+        stdio.send(json.dumps({"jsonrpc": "2.0", "id": ident + 100000, "method": "ping"}))
+        assert stdio.wait_for(ident + 100000, 30) is not None, "the stdio server stopped answering"
+        assert stdio.wait_for(ident, 0.3) is None
+        return
+    message = stdio.wait_for(ident, 30)
+    assert message is not None, f"no answer to {case_id} within 30 s"
+    check_rpc_answer(message, want, ident)
+
+
+# ================================================================ the json cases, the CLI
+
+
+@pytest.mark.parametrize("case_id", JSON_CASES)
+def test_cli_explore_json(pg_dsn, case_id, capsys, monkeypatch):
+    case = JSON_CASES[case_id]
+    want = expected(case, "cli")
+    for key in ("ONTOOS_CONTRACT", "ONTOOS_ROLE", "ONTOOS_CONFIG"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("ONTOOS_AUDIT", "off")
+    rc = cli_main(["explore", "--role", "analyst", "--dsn", pg_dsn, "--format", "json", "--json", case["body"]])
+    out, err = capsys.readouterr()
+    no_leak(out + err)
+    env = json.loads(out)
+    if want.get("ok"):
+        assert rc == 0 and env["ok"] is True, out[:500]
+    else:
+        assert rc == 2, (rc, out[:500])
+        assert_envelope(env, want.get("code"), want.get("says"))
+
+
+# ================================================================ the http cases
+
+
+@pytest.mark.parametrize("case_id", HTTP_CASES)
+def test_http_request(server, case_id):
+    case = HTTP_CASES[case_id]
+    want = case["expect"]
+    body = bytes.fromhex(case["body_hex"]) if "body_hex" in case else case.get("body")
+    r = request(server, case["method"], case["path"], body=body, headers=case.get("headers"),
+                who=case.get("who", "alice"), timeout=30)
+    assert r.status == want["status"], (r.status, r.text[:500])
+    if case["method"] == "HEAD":
+        return
+    assert r.headers["content-type"].startswith("application/json"), r.headers
+    no_leak(r.text)
+    if "rpc" in want:
+        check_rpc_answer(r.json, want, None)
+    elif want.get("ok"):
+        assert r.json["ok"] is True, r.text[:500]
+    else:
+        assert_envelope(r.json, want.get("code"), want.get("says"))
+
+
+# ================================================================ bytes on a socket
+
+
+def _header(reply: bytes) -> tuple[int, dict[str, str], bytes]:
+    head, _, body = reply.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    return status, headers, body
+
+
+def _auth(server) -> bytes:
+    from tests.server.test_hostile_support import token
+
+    return f"Authorization: Bearer {token('alice')}\r\nHost: 127.0.0.1:{server.port}\r\n".encode()
+
+
+MALFORMED_HTTP = {
+    "a 200 KB header": lambda a: b"GET /api/v1/catalog HTTP/1.1\r\n" + a + b"X-Big: " + b"a" * 200_000 + b"\r\n\r\n",
+    "a non-numeric Content-Length": lambda a: b"POST /api/v1/explore HTTP/1.1\r\n" + a + b"Content-Length: ab\r\n\r\n{}",
+    "a negative Content-Length": lambda a: b"POST /api/v1/explore HTTP/1.1\r\n" + a + b"Content-Length: -5\r\n\r\n{}",
+    "two Content-Lengths": lambda a: b"POST /api/v1/explore HTTP/1.1\r\n" + a
+    + b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+    "raw high bytes in the target": lambda a: b"GET /api/\xff\xfe HTTP/1.1\r\n" + a + b"\r\n",
+    "a TLS hello": lambda a: b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"\x00" * 64,
+    "no HTTP at all": lambda a: b"\x00\x01\x02 hello\r\n\r\n",
+}
+
+
+@pytest.mark.parametrize("what", MALFORMED_HTTP)
+def test_malformed_http_is_refused_before_the_app(server, what):
+    """uvicorn refuses these before the app sees them: a plain-text 400 (the documented non-JSON case)."""
+    reply = raw_exchange(server, MALFORMED_HTTP[what](_auth(server)) + b"Connection: close\r\n\r\n", timeout=10)
+    status, headers, body = _header(reply)
+    assert status == 400, reply[:300]
+    assert body.strip() in (b"Invalid HTTP request received.", b""), body[:300]
+    assert request(server, "GET", "/healthz", who=None).status == 200  # and the server is fine
+
+
+@pytest.mark.parametrize("path", ["/api/v1/explore", "/mcp"])
+def test_a_body_that_never_arrives_is_408(server, path):
+    """Content-Length promises 100 bytes, 2 arrive, the connection stays open: 408 after the body timeout."""
+    started = time.monotonic()
+    head = (f"POST {path} HTTP/1.1\r\n".encode() + _auth(server)
+            + b"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+            + b"Content-Length: 100\r\n\r\n{}")
+    reply = raw_exchange(server, head, timeout=BODY_TIMEOUT_S + 10)
+    elapsed = time.monotonic() - started
+    status, headers, body = _header(reply)
+    assert status == 408, reply[:500]
+    assert headers.get("connection") == "close"  # the rest of the body must not be read as a next request
+    assert BODY_TIMEOUT_S - 0.5 < elapsed < BODY_TIMEOUT_S + 3, elapsed
+    message = json.loads(body)
+    if path == "/mcp":
+        assert message["error"]["code"] == -32600
+        message = message["error"]["data"]
+    err = assert_envelope(message, "EX102", "did not arrive")
+    assert str(BODY_TIMEOUT_S) in err["message"]
+
+
+def test_a_body_dripped_byte_by_byte_is_408(server):
+    import socket
+
+    body = b'{"dataset": "workloads", "fields": ["name"]}'
+    head = (b"POST /api/v1/explore HTTP/1.1\r\n" + _auth(server) + b"Content-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode())
+    started = time.monotonic()
+    with socket.create_connection((server.host, server.port), timeout=BODY_TIMEOUT_S + 10) as s:
+        s.sendall(head)
+        reply = b""
+        s.setblocking(False)
+        for byte in body:  # one byte every 0.25 s: 11 s for the body, far past the timeout
+            try:
+                s.sendall(bytes([byte]))
+            except (BlockingIOError, BrokenPipeError, ConnectionResetError):
+                break
+            time.sleep(0.25)
+            try:
+                reply += s.recv(65536)
+            except BlockingIOError:
+                pass
+            if b"\r\n\r\n" in reply:
+                break
+        s.setblocking(True)
+        try:
+            while b"}}" not in reply and (chunk := s.recv(65536)):
+                reply += chunk
+        except OSError:
+            pass
+    status, _, answer = _header(reply)
+    assert status == 408, reply[:300]
+    assert time.monotonic() - started < BODY_TIMEOUT_S + 4
+    assert_envelope(json.loads(answer), "EX102")
+
+
+# ================================================================ in-process pieces
+
+
+def test_check_json_names_the_place_and_never_the_text():
+    cases = [
+        ({"filter": [{"value": ["ok", "\ud800"]}]}, "filter[0].value[1]", "EX101"),
+        ({"a": {"\x00bad": 1}}, "a key of a", "EX101"),
+        ({"weird key!": "\x00"}, "[?]", "EX101"),
+        ({"deep": json.loads("[" * 20 + "1" + "]" * 20)}, f"{MAX_JSON_DEPTH} levels", "EX102"),
+        ({"many": [0] * (MAX_JSON_VALUES + 1)}, f"{MAX_JSON_VALUES} values", "EX408"),
+        ({"long": ["x" * 1000] * (MAX_JSON_CHARS // 1000 + 1)}, f"{MAX_JSON_CHARS} characters", "EX408"),
+    ]
+    for value, says, code in cases:
+        with pytest.raises(ExploreError) as caught:
+            check_json(value, "the arguments")
+        assert caught.value.code == code and says in caught.value.message, caught.value
+        assert "bad" not in caught.value.message and "\x00" not in caught.value.message
+    check_json({"dataset": "workloads", "fields": ["name", "\U0001f600"], "filter": [{"value": [1, 2.5, None, True]}]})
+
+
+def test_check_json_is_iterative():
+    value: Any = 1
+    for _ in range(200_000):  # far beyond the recursion limit
+        value = [value]
+    with pytest.raises(ExploreError) as caught:
+        check_json(value)
+    assert "levels deep" in caught.value.message
+
+
+def test_a_refusal_that_echoes_a_lone_surrogate_still_renders():
+    """Defense in depth: were a refusal ever to echo a lone surrogate, the answer still encodes."""
+    env = {"ok": False, "error": {"type": "validation", "subtype": "X", "code": "EX102",
+                                  "message": "no key '\ud800' \x00", "hint": "h"}, "meta": {}}
+    body = envelope_response(env).body.decode("utf-8")
+    assert "\\\\ud800" in body and "\\\\x00" in body
+    assert scrub({"a": ["\udcff", {"\ud800": "ok"}], "n": 1}) == {"a": ["\\udcff", {"\\ud800": "ok"}], "n": 1}
+
+
+# ================================================================ the audit kept up, nothing logged (keep last)
+
+
+def test_the_audit_trail_took_every_hostile_request_and_kept_going(server, pg_dsn):
+    """A NUL or a lone surrogate in an audit event once stopped the audit writer for good; after
+    every case above, a fresh request must still reach the audit table, and the hostile ones with it."""
+    marker = f"audit_marker_{int(time.time() * 1000)}"
+    r = request(server, "POST", "/api/v1/explore", body=json.dumps({"dataset": marker, "fields": ["x"]}))
+    assert r.status == 400
+    deadline = time.monotonic() + 15
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        while True:
+            found = conn.execute("SELECT count(*) FROM ontoos_audit.events WHERE dataset = %s", (marker,)).fetchone()[0]
+            if found or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert found == 1, "the audit writer stopped taking events"
+        hostile = conn.execute(
+            "SELECT count(*) FROM ontoos_audit.events WHERE principal = 'alice' AND error_code = 'EX101' "
+            "AND message LIKE '%cannot be used (U+%'").fetchone()[0]
+    assert hostile >= 5
+
+
+def test_the_server_logged_no_traceback(server):
+    rc = server.stop()
+    err = server.stderr()
+    assert "Traceback" not in err, err[-4000:]
+    assert rc in (0, -15), err[-2000:]
