@@ -62,6 +62,8 @@ PRINCIPALS: dict[str, tuple[str, str, Any]] = {
     "fuzz": ("analyst", "fuzz-" + secrets.token_hex(16), False),
     "dora": ("analyst", "dora-" + secrets.token_hex(16), None),
     "tina": ("viewer", "tina-" + secrets.token_hex(16), {"per_minute": 3}),
+    "mia": ("analyst", "mia-" + secrets.token_hex(16), {"per_minute": 2}),
+    "max": ("viewer", "max-" + secrets.token_hex(16), {"per_minute": 3}),
 }
 REVIEWERS = ("rex",)
 

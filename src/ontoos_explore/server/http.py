@@ -145,7 +145,7 @@ class BearerAuth:
         browser = scope["path"].startswith("/governance")
         if not header and browser:  # the dashboard: a cookie set by /governance/login
             token, scheme = _cookie(headers.get(b"cookie", b""), "ontoos_token"), "bearer"
-        principal = self.auth.authenticate(token.strip()) if scheme.lower() == "bearer" else None
+        principal = self.auth.authenticate(token.strip(" \t")) if scheme.lower() == "bearer" else None  # OWS only
         if principal is None and browser and scope["method"] == "GET":
             return await RedirectResponse("/governance/login", status_code=303)(scope, receive, send)
         if principal is None:

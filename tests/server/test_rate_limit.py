@@ -1,0 +1,219 @@
+"""Rate limits per principal: token buckets from the server configuration, taken by every tool
+call on every surface (REST explore and catalog, MCP tools/call over HTTP and stdio), refused
+with RATE_LIMITED (EX412): HTTP 429 with Retry-After on REST, a tool error with
+meta.retry_after_s on MCP, and recorded in the audit like any refusal.
+
+Principals (tests/server/test_hostile_support.py): dora has the server-wide default (2 per
+second, bursts of 3), tina 3 per minute (REST), mia 2 per minute (MCP), max 3 per minute
+(REST and MCP together), alice none (rate_limit: false).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import psycopg
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from pydantic import ValidationError
+
+from ontoos_explore.server.config import Principal, RateLimit, RateLimitConfig, RateLimiter, ServerConfig
+from tests.server.test_hostile_support import PREFIX, assert_envelope, request, start_hostile_server, token
+
+QUESTION = json.dumps({"dataset": "workloads", "fields": ["name"], "limit": 1})
+
+
+@pytest.fixture(scope="module")
+def server(pg_dsn, tmp_path_factory):
+    srv = start_hostile_server("rate-limit", pg_dsn, tmp_path_factory.mktemp("rate-limit-server"))
+    yield srv
+    srv.stop()
+
+
+def assert_429(r, retry_at_least: int = 1) -> dict:
+    assert r.status == 429, (r.status, r.text[:300])
+    retry_after = int(r.headers["retry-after"])
+    assert retry_after >= retry_at_least, r.headers
+    env = r.json
+    err = assert_envelope(env, "EX412", f"retry in {retry_after} s")
+    assert (err["type"], err["subtype"]) == ("policy", "QUERY_BUDGET_EXCEEDED")
+    assert "rate limit" in err["message"]
+    assert env["meta"]["retry_after_s"] == retry_after
+    return err
+
+
+def audit_events(pg_dsn: str, principal: str, code: str, want: int, timeout: float = 10.0) -> list[tuple]:
+    """The audit's events of `principal` with `code`, once there are `want` of them (or the timeout)."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        while True:
+            rows = conn.execute("SELECT surface, outcome, error_type, error_subtype, role FROM ontoos_audit.events "
+                                "WHERE principal = %s AND error_code = %s", (principal, code)).fetchall()
+            if len(rows) >= want or time.monotonic() > deadline:
+                return rows
+            time.sleep(0.2)
+
+
+# ================================================================ the bucket
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_bucket_allows_its_burst_then_refills_at_its_rate():
+    clock = Clock()
+    limiter = RateLimiter(clock)
+    p = Principal("p", "analyst", rate=RateLimit(per_second=2.0, burst=3))
+    assert [limiter.take(p) for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert limiter.take(p) == pytest.approx(0.5)  # one token every 0.5 s
+    clock.now += 0.25
+    assert limiter.take(p) == pytest.approx(0.25)  # refused calls take nothing
+    clock.now += 0.25
+    assert limiter.take(p) == 0.0
+    clock.now += 3600  # a long pause refills the bucket to its burst, not beyond
+    assert [limiter.take(p) for _ in range(4)][-1] > 0
+    other = Principal("q", "analyst", rate=RateLimit(per_second=2.0, burst=3))
+    assert limiter.take(other) == 0.0  # per principal
+    free = Principal("r", "analyst")
+    assert all(limiter.take(free) == 0.0 for _ in range(1000))
+
+
+def test_a_clock_that_goes_back_gives_nothing_away():
+    clock = Clock()
+    limiter = RateLimiter(clock)
+    p = Principal("p", "analyst", rate=RateLimit(per_second=1.0, burst=1))
+    assert limiter.take(p) == 0.0
+    clock.now -= 50
+    assert limiter.take(p) > 0
+
+
+def test_the_configuration_of_limits():
+    cfg = ServerConfig.model_validate({
+        "rate_limit": {"per_second": 5},
+        "principals": {
+            "own": {"role": "analyst", "token_sha256": "a" * 64, "rate_limit": {"per_minute": 30, "burst": 4}},
+            "default": {"role": "analyst", "token_sha256": "b" * 64},
+            "none": {"role": "analyst", "token_sha256": "c" * 64, "rate_limit": False},
+        }})
+    own, default, none = (cfg.rate_of(cfg.principals[n]) for n in ("own", "default", "none"))
+    assert own == RateLimit(0.5, 4, "minute") and own.describe() == "30 calls per minute (bursts of 4)"
+    assert default == RateLimit(5.0, 5, "second")  # the burst defaults to the rate's own number
+    assert none is None
+    bare = ServerConfig.model_validate({"principals": {"x": {"role": "a", "token_sha256": "d" * 64}}})
+    assert bare.rate_of(bare.principals["x"]) is None  # no rate_limit anywhere: no limit
+    for bad in ({}, {"per_second": 1, "per_minute": 1}, {"per_second": 0}, {"per_minute": -1},
+                {"per_second": float("inf")}, {"per_second": float("nan")}, {"per_second": 1, "burst": 0},
+                {"per_second": 1, "every": 2}):
+        with pytest.raises(ValidationError):
+            RateLimitConfig.model_validate(bad)
+    with pytest.raises(ValidationError):
+        ServerConfig.model_validate({"principals": {"x": {"role": "a", "token_sha256": "d" * 64, "rate_limit": True}}})
+
+
+# ================================================================ REST
+
+
+def test_rest_over_the_limit_is_429_with_retry_after(server, pg_dsn):
+    for _ in range(3):  # tina: 3 per minute, bursts of 3
+        r = request(server, "POST", "/api/v1/explore", body=QUESTION, who="tina")
+        assert r.status == 200, r.text[:300]
+    err = assert_429(request(server, "POST", "/api/v1/explore", body=QUESTION, who="tina"), retry_at_least=10)
+    assert "3 calls per minute" in err["message"]
+    # every REST route takes from the same bucket, and so does a request refused for its own faults
+    assert_429(request(server, "GET", "/api/v1/catalog", who="tina"))
+    assert_429(request(server, "GET", "/api/v1/explore?dataset=workloads&fields=name", who="tina"))
+    assert_429(request(server, "POST", "/api/v1/explore", body="{not json", who="tina"))
+    # the others are not affected
+    assert request(server, "GET", "/api/v1/catalog", who="alice").status == 200
+    rows = audit_events(pg_dsn, "tina", "EX412", 4)
+    assert len(rows) == 4 and set(rows) == {("rest", "refused", "policy", "QUERY_BUDGET_EXCEEDED", "viewer")}
+
+
+def test_refused_requests_take_a_call_too(server):
+    """max: a malformed body, a catalog call and a GET exploration use up 3 per minute."""
+    assert request(server, "POST", "/api/v1/explore", body="[1, 2", who="max").status == 400
+    assert request(server, "GET", "/api/v1/catalog", who="max").status == 200
+    assert request(server, "GET", "/api/v1/explore?dataset=workloads&fields=name&limit=1", who="max").status == 200
+    assert_429(request(server, "GET", "/api/v1/catalog?dataset=workloads", who="max"))
+
+
+def test_the_server_default_applies_and_refills(server):
+    """dora has no limit of her own: the server's 2 per second, bursts of 3."""
+    statuses = [request(server, "GET", "/api/v1/catalog", who="dora").status for _ in range(5)]
+    assert statuses[:3] == [200, 200, 200] and 429 in statuses[3:], statuses
+    refused = request(server, "GET", "/api/v1/catalog", who="dora")
+    if refused.status == 429:
+        time.sleep(int(refused.headers["retry-after"]))
+    assert request(server, "GET", "/api/v1/catalog", who="dora").status == 200
+
+
+def test_an_unlimited_principal_is_never_refused(server):
+    statuses = {request(server, "GET", "/api/v1/catalog", who="alice").status for _ in range(25)}
+    assert statuses == {200}
+
+
+# ================================================================ MCP
+
+
+def _mcp(server, who: str):
+    http_client = create_mcp_http_client(headers={"Authorization": f"Bearer {token(who)}"})
+    return http_client, Client(streamable_http_client(server.base + "/mcp", http_client=http_client), mode="auto")
+
+
+@pytest.mark.anyio
+async def test_mcp_over_http_over_the_limit_is_a_tool_error(server, pg_dsn):
+    http_client, client = _mcp(server, "mia")  # 2 per minute
+    with anyio.fail_after(60):
+        async with http_client, client as c:
+            first = await c.call_tool("ontoos_catalog", {})
+            second = await c.call_tool("ontoos_explore", {"dataset": "workloads", "fields": ["name"], "limit": 1})
+            third = await c.call_tool("ontoos_explore", {"dataset": "workloads", "fields": ["name"], "limit": 1})
+            listed = await c.list_tools()  # not a tool call: not limited
+    assert first.is_error is False and second.is_error is False
+    assert third.is_error is True and third.structured_content is None
+    env = json.loads(third.content[0].text)
+    err = assert_envelope(env, "EX412", "retry in")
+    assert env["meta"]["retry_after_s"] >= 10 and f"retry in {env['meta']['retry_after_s']} s" in err["hint"]
+    assert len(listed.tools) == 4
+    rows = audit_events(pg_dsn, "mia", "EX412", 1)
+    assert rows == [("mcp", "refused", "policy", "QUERY_BUDGET_EXCEEDED", "analyst")]
+
+
+@pytest.mark.anyio
+async def test_rest_and_mcp_share_one_bucket(server):
+    """Once REST has emptied max's bucket (3 per minute), MCP is refused as well."""
+    statuses = [request(server, "GET", "/api/v1/catalog", who="max").status for _ in range(4)]
+    assert statuses[-1] == 429, statuses
+    http_client, client = _mcp(server, "max")
+    with anyio.fail_after(60):
+        async with http_client, client as c:
+            result = await c.call_tool("ontoos_catalog", {})
+    assert result.is_error is True
+    assert json.loads(result.content[0].text)["error"]["code"] == "EX412"
+
+
+@pytest.mark.anyio
+async def test_mcp_over_stdio_takes_the_principals_limit(server, pg_dsn):
+    """`serve --stdio --principal mia` carries mia's limit (a fresh bucket in a process of its own)."""
+    env = {"ONTOOS_DSN": pg_dsn, "ONTOOS_CONTRACT": str(server.workdir / "contract.yaml"),
+           "ONTOOS_ROLE_PREFIX": PREFIX, "ONTOOS_AUDIT": "off"}
+    params = StdioServerParameters(command=str(Path(sys.executable).parent / "ontoos"),
+                                   args=["serve", "--stdio", "--config", str(server.workdir / "server.yaml"),
+                                         "--principal", "mia"], env=env)
+    with anyio.fail_after(60):
+        async with Client(params, mode="legacy") as c:
+            results = [await c.call_tool("ontoos_catalog", {}) for _ in range(3)]
+    assert [r.is_error for r in results] == [False, False, True]
+    assert json.loads(results[2].content[0].text)["error"]["code"] == "EX412"
