@@ -42,7 +42,6 @@ from .compiler import CompiledQuery
 from .compiler import fingerprint as fp
 from .grammar.limits import check_text
 from .grammar.parser import _unquote
-from .policy.bound import Param
 from .types import convert
 
 if TYPE_CHECKING:
@@ -50,41 +49,37 @@ if TYPE_CHECKING:
     from .policy.bound import BoundExploration
 
 _WS = "[ \t\r\n\f]"
-_LITERAL = re.compile(
-    rf"(?P<limit>(?i:\blimit\b){_WS}+-?[0-9]+)"
+_LITERAL = re.compile(  # the lookahead lets the engine skip most positions at one character's cost
+    rf"(?=[-0-9'\"lLtTfF])(?:(?P<limit>(?i:\blimit\b){_WS}+-?[0-9]+)"
     r"|(?P<string>'(?:[^'\\]|''|\\.)*'|\"(?:[^\"\\]|\"\"|\\.)*\")"
     r"|(?<![A-Za-z0-9_.])(?P<decimal>-?[0-9]+\.[0-9]+)(?![A-Za-z0-9_.])"
     r"|(?<![A-Za-z0-9_.])(?P<integer>-?[0-9]+)(?![A-Za-z0-9_.])"
-    r"|(?<![A-Za-z0-9_.])(?P<boolean>(?i:true|false))(?![A-Za-z0-9_])",
+    r"|(?<![A-Za-z0-9_.])(?P<boolean>(?i:true|false))(?![A-Za-z0-9_]))",
     re.S,
 )
 _MARK = {"string": "\x00s", "decimal": "\x00d", "integer": "\x00i", "boolean": "\x00b"}
 _SPLIT = "\x00"  # never in a normalized text: check_text refuses NUL in every input
 
 
+_VALUE = {"string": _unquote, "integer": int, "decimal": Decimal, "boolean": lambda tok: tok.lower() == "true"}
+
+
 def template_of(text: str) -> tuple[str, list[tuple[str, Any]]]:
     """(text with each literal replaced by a typed slot, the literals as (kind, value) in text order)."""
     parts: list[str] = []
     lits: list[tuple[str, Any]] = []
+    part, lit = parts.append, lits.append
     last = 0
     for m in _LITERAL.finditer(text):
         kind = m.lastgroup
         if kind == "limit":
             continue
-        parts.append(text[last : m.start()])
-        parts.append(_MARK[kind])
-        tok = m.group()
-        if kind == "string":
-            value: Any = _unquote(tok)
-        elif kind == "integer":
-            value = int(tok)
-        elif kind == "decimal":
-            value = Decimal(tok)
-        else:
-            value = tok.lower() == "true"
-        lits.append((kind, value))
-        last = m.end()
-    parts.append(text[last:])
+        start, end = m.span()
+        part(text[last:start])
+        part(_MARK[kind])
+        lit((kind, _VALUE[kind](text[start:end])))
+        last = end
+    part(text[last:])
     return "".join(parts), lits
 
 
@@ -138,9 +133,7 @@ class TemplateCache:
             return None
         self.hits += 1
         pieces = entry.normalized
-        normalized = pieces[0] + "".join(
-            fp.literal(Param(v, t)) + rest for v, (t, _), rest in zip(params, entry.slots, pieces[1:])
-        )
+        normalized = pieces[0] + "".join([fp.literal_value(v) + rest for v, rest in zip(params, pieces[1:])])
         return dataclasses.replace(entry.query, params=(*params, *entry.always), normalized=normalized)
 
     def fill(self, key: tuple, lits: list[tuple[str, Any]], plan: BoundExploration, q: CompiledQuery,
@@ -178,7 +171,7 @@ def _template(lits: list[tuple[str, Any]], plan: BoundExploration, q: CompiledQu
     pieces = tuple(fp.render(plan, lit=lambda _: _SPLIT).split(_SPLIT))
     if len(pieces) != n + 1:
         return None
-    rebuilt = pieces[0] + "".join(fp.literal(Param(v, s[0])) + rest for v, s, rest in zip(q.params, slots, pieces[1:]))
+    rebuilt = pieces[0] + "".join(fp.literal_value(v) + rest for v, rest in zip(q.params, pieces[1:]))
     if rebuilt != q.normalized:
         return None
     return Template(q, tuple(slots), q.params[n:], pieces, role.max_literal_length)

@@ -69,13 +69,12 @@ def describe(kind: str, value: object) -> str:
 def convert(kind: str, value: object, column_type: str, enum_values: tuple[str, ...] | None = None) -> Value:
     """Convert a literal (`kind`, `value`) for a column of `column_type`."""
     text = value if kind == "string" else None
-    what = describe(kind, value)
 
     if column_type in TEXT_TYPES:
         if text is None:
             literal = str(value).lower() if kind == "boolean" else str(value)
             raise LiteralTypeError(
-                f"{what} does not fit {a(column_type)} column",
+                f"{describe(kind, value)} does not fit {a(column_type)} column",
                 f"quote it: '{literal}'",
                 fix=("string", literal),
             )
@@ -98,8 +97,8 @@ def convert(kind: str, value: object, column_type: str, enum_values: tuple[str, 
                 raise LiteralTypeError(f"{n} is out of range for an integer column", "integers are 64-bit")
             return n
         if kind == "decimal":
-            raise LiteralTypeError(f"{what} does not fit an integer column", "use a whole number")
-        raise LiteralTypeError(f"{what} does not fit an integer column", "write an integer such as 3")
+            raise LiteralTypeError(f"{describe(kind, value)} does not fit an integer column", "use a whole number")
+        raise LiteralTypeError(f"{describe(kind, value)} does not fit an integer column", "write an integer such as 3")
 
     if column_type == "numeric":
         if kind == "integer":
@@ -108,14 +107,14 @@ def convert(kind: str, value: object, column_type: str, enum_values: tuple[str, 
             return Decimal(value)
         if text is not None and _DEC_RE.fullmatch(text.strip()):
             return Decimal(text.strip())
-        raise LiteralTypeError(f"{what} does not fit a numeric column", "write a number such as 2.5")
+        raise LiteralTypeError(f"{describe(kind, value)} does not fit a numeric column", "write a number such as 2.5")
 
     if column_type == "boolean":
         if kind == "boolean":
             return bool(value)
         if text is not None and fold(text.strip()) in ("true", "false"):
             return fold(text.strip()) == "true"
-        raise LiteralTypeError(f"{what} does not fit a boolean column", "write true or false")
+        raise LiteralTypeError(f"{describe(kind, value)} does not fit a boolean column", "write true or false")
 
     if column_type == "date":
         if text is not None:
@@ -123,7 +122,7 @@ def convert(kind: str, value: object, column_type: str, enum_values: tuple[str, 
                 return dt.date.fromisoformat(text.strip())
             except ValueError:
                 pass
-        raise LiteralTypeError(f"{what} does not fit a date column", "write a quoted date such as '2026-01-31'")
+        raise LiteralTypeError(f"{describe(kind, value)} does not fit a date column", "write a quoted date such as '2026-01-31'")
 
     if column_type == "timestamp":
         if text is not None:
@@ -132,7 +131,7 @@ def convert(kind: str, value: object, column_type: str, enum_values: tuple[str, 
             except ValueError:
                 pass
         raise LiteralTypeError(
-            f"{what} does not fit a timestamp column",
+            f"{describe(kind, value)} does not fit a timestamp column",
             "write a quoted ISO 8601 time such as '2026-01-31' or '2026-01-31T12:00:00Z'",
         )
 

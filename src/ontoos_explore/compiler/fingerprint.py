@@ -31,7 +31,11 @@ from ..policy.bound import (
 
 
 def literal(p: Param) -> str:
-    v = p.value
+    return literal_value(p.value)
+
+
+def literal_value(v) -> str:
+    """A value as the normalized text writes it."""
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (int, Decimal)):

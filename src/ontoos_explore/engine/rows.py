@@ -47,7 +47,8 @@ def json_cell(v: Any) -> Any:
     return str(v)
 
 
-_PLAIN = frozenset({str, int, bool, type(None)})  # already JSON: passed through
+_NONE = type(None)
+_PLAIN = frozenset({str, int, bool, _NONE})  # already JSON: passed through
 _BY_TYPE = {  # the common database types, converted without json_cell's isinstance chain
     Decimal: decimal_text,
     dt.datetime: dt.datetime.isoformat,
@@ -56,17 +57,25 @@ _BY_TYPE = {  # the common database types, converted without json_cell's isinsta
 }
 
 
+def _column(values: tuple, masked: bool) -> tuple | list:
+    """One column's cells, converted. A database column holds one Python type (and
+    None), so the types are looked at once per column, not per cell."""
+    if masked:
+        return [MASK] * len(values)
+    types = set(map(type, values))
+    if types <= _PLAIN:
+        return values
+    types.discard(_NONE)
+    if len(types) == 1:
+        f = _BY_TYPE.get(types.pop())
+        if f is not None:
+            return [None if v is None else f(v) for v in values]
+    return [json_cell(v) for v in values]
+
+
 def json_rows(rows: list[tuple], masked: set[int]) -> list[list[Any]]:
     """Convert every cell; replace the cells of `masked` column positions."""
-    plain, by_type = _PLAIN, _BY_TYPE
-
-    def cell(v: Any) -> Any:
-        t = type(v)
-        if t in plain:
-            return v
-        f = by_type.get(t)
-        return f(v) if f is not None else json_cell(v)
-
-    if not masked:
-        return [[cell(v) for v in row] for row in rows]
-    return [[MASK if i in masked else cell(v) for i, v in enumerate(row)] for row in rows]
+    if not rows:
+        return []
+    columns = [_column(values, i in masked) for i, values in enumerate(zip(*rows))]
+    return [list(row) for row in zip(*columns)]
