@@ -182,6 +182,20 @@ def _cpu_s(pid: int) -> float | None:
         return None
 
 
+def _children_cpu_s(ppid: int) -> float:
+    """CPU seconds of a process and its live children (PostgreSQL: the postmaster and its backends)."""
+    total = _cpu_s(ppid) or 0.0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[1]) == ppid:
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def _fds(pid: int) -> int | None:
     try:
         return len(os.listdir(f"/proc/{pid}/fd"))
@@ -527,9 +541,10 @@ def run(args) -> dict:
     records: list[Record] = []
     samples: list[dict] = []
     outage = Outage(args.outage_after, args.outage) if args.outage else None
-    cpu0 = _cpu_s(srv.pid)
+    cpu0, pg0, me0, wall0 = _cpu_s(srv.pid), _children_cpu_s(pg.get_pid()), os.times(), time.monotonic()
     try:
         marks = asyncio.run(_load(srv, dsn, args, records, samples, pg, outage))
+        me1, pg1, wall1 = os.times(), _children_cpu_s(pg.get_pid()), time.monotonic()
         conns["after_load"] = probe()
         memory["end_kb"] = rss_kb(srv.pid)
         memory["hwm_kb"] = _proc_status(srv.pid, "VmHWM")
@@ -543,6 +558,10 @@ def run(args) -> dict:
                       "stderr_lines": len(stderr.splitlines()), "stderr_tracebacks": stderr.count("Traceback"),
                       "stderr_tail": stderr[-1500:]}
     res |= summarize(records, samples, marks, memory, conns, outage)
+    res["cpu"] = {"wall_s": round(wall1 - wall0, 1), "server_s": res["server"]["cpu_s"],
+                  "postgres_s": None if outage else round(pg1 - pg0, 1),  # (an outage restarts its processes)
+                  "load_generator_s": round((me1.user + me1.system) - (me0.user + me0.system), 1),
+                  "loadavg_end": [round(x, 2) for x in os.getloadavg()]}
     res["audit"] = reconcile(audit_dsn, records)
     res["postgres_log"] = postgres_log(pg.log, pg_log_at, records)
     res["checks"] = checks(res, outage)
@@ -764,6 +783,11 @@ def markdown(res: dict) -> str:
                   f"need no database answered as usual (p99 {o['no_db_while_down_p99_ms']} ms). First answered "
                   f"exploration **{o['recovery_s']} s after the restart**; EX601 after that: "
                   f"{o['ex601_after_recovery']}."]
+    c = res["cpu"]
+    lines += ["", f"CPU over the {c['wall_s']} s of load (2 cores, shared): the server {c['server_s']} s, PostgreSQL "
+              f"{c['postgres_s']} s, this load generator (all {m['clients']} clients, one Python process) "
+              f"{c['load_generator_s']} s; load average at the end {c['loadavg_end']}. Latencies are measured in the "
+              f"clients, so they include the generator's own queueing."]
     lines += ["", "## Server", "",
               f"- ready in {res['server']['ready_s']} s; CPU {res['server']['cpu_s']} s over the run; clean exit "
               f"{res['server']['clean_exit']} ({res['server']['exit_code']}) in {res['server']['shutdown_s']} s",
