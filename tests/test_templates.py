@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from ontoos_explore import ExploreError, load_contract
-from ontoos_explore.grammar.render import to_text
+from ontoos_explore.grammar.render import to_json_form, to_text
 from ontoos_explore.ir import Lit
 from ontoos_explore.pipeline import compile_exploration
 from ontoos_explore.templates import TemplateCache, template_of
@@ -84,6 +84,33 @@ def test_a_primed_cache_answers_as_the_whole_pipeline(data):
     assert outcome(second, role, cache) == outcome(second, role, None)
     if primed[0] == "ok" and template_of(first)[0] == template_of(second)[0]:
         assert cache.hits + cache.fallbacks == 1  # the twin met the entry
+
+
+@settings(max_examples=300, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_the_json_form_and_the_ir_hit_as_the_whole_pipeline_answers(data):
+    e = data.draw(contract_explorations(CONTRACT))
+    role = data.draw(st.sampled_from(ROLES))
+    twin = relit(e, lambda lit: _other(data, lit))
+    form = data.draw(st.sampled_from(["json", "ir"]))
+    first, second = (to_json_form(e), to_json_form(twin)) if form == "json" else (e, twin)
+    cache = TemplateCache()
+    assert outcome(first, role, cache) == outcome(first, role, None)
+    assert outcome(second, role, cache) == outcome(second, role, None)
+
+
+def test_json_filter_objects_hit_with_their_new_values():
+    cache = TemplateCache()
+    body = {"dataset": "workloads", "fields": ["name"],
+            "filter": [{"field": "replicas", "op": ">=", "value": 2}, {"field": "kind", "op": "in", "value": ["Job"]}]}
+    first = compile_exploration(body, CONTRACT, "analyst", cache=cache)
+    body["filter"] = [{"field": "replicas", "op": ">=", "value": 5}, {"field": "kind", "op": "in", "value": ["CronJob"]}]
+    second = compile_exploration(body, CONTRACT, "analyst", cache=cache)
+    assert cache.hits == 1 and second.sql is first.sql
+    assert second == compile_exploration(body, CONTRACT, "analyst", cache=None)
+    body["filter"][1]["value"] = ["cronjob"]  # not an enum value: the whole path's refusal
+    assert outcome(body, "analyst", cache) == outcome(body, "analyst", None)
+    assert outcome(body, "analyst", cache)[0] == "refused"
 
 
 def _golden():

@@ -65,23 +65,29 @@ def compile_exploration(
 ) -> CompiledQuery:
     """Parse, bind and compile one exploration for `role`; raise ExploreError on refusal.
 
-    A text whose template (the text up to its literal values) compiled before
-    for this contract and role reuses that guarded SQL with its new values
-    (`templates.py`); `cache=None` always takes the whole path."""
+    An exploration compiled before for this contract and role, up to its
+    literal values, reuses that guarded SQL with its new values
+    (`templates.py`): a text is matched before it is parsed, the JSON form
+    and an Exploration after. `cache=None` always takes the whole path."""
     role_ = resolve_role(contract, role)
-    if cache is not None and isinstance(source, str):
+    if cache is None:
+        return _compile(source, parse_source(source), contract, role_)[0]
+    if isinstance(source, str):
+        exploration = None
         key, lits = cache.key(source, contract, role_)
         hit = cache.lookup(key, lits, source)
-        if hit is not None:
-            return hit
-        compiled, plan = _compile(source, contract, role_)
-        cache.fill(key, lits, plan, compiled, contract, role_)
-        return compiled
-    return _compile(source, contract, role_)[0]
+    else:
+        exploration = parse_source(source)
+        key, lits = cache.key_of_ir(exploration, contract, role_)
+        hit = cache.lookup(key, lits)
+    if hit is not None:
+        return hit
+    compiled, plan = _compile(source, exploration or parse_source(source), contract, role_)
+    cache.fill(key, lits, plan, compiled, contract, role_)
+    return compiled
 
 
-def _compile(source: str | dict[str, Any] | Exploration, contract: Contract, role_: Role):
-    exploration = parse_source(source)
+def _compile(source: str | dict[str, Any] | Exploration, exploration: Exploration, contract: Contract, role_: Role):
     try:
         plan = bind(exploration, contract, role_)
     except ExploreError as e:

@@ -16,6 +16,10 @@ binds only its new values:
 - the executed SQL is the guarded text, byte for byte; only `params` and
   `normalized` change.
 
+The JSON form (and an `Exploration`) is parsed first; its key is its text
+rendering with the same slots (rendering is injective), so a hit skips
+binding, generation and the guard.
+
 An entry is made only after a successful compile, and only when the literals
 of the text line up one to one, in order, with the parameters the caller's
 values became (each literal converts to exactly the bound value) and the
@@ -42,6 +46,8 @@ from .compiler import CompiledQuery
 from .compiler import fingerprint as fp
 from .grammar.limits import check_text
 from .grammar.parser import _unquote
+from .grammar.render import to_text
+from .ir import Exploration, Lit
 from .types import convert
 
 if TYPE_CHECKING:
@@ -83,6 +89,18 @@ def template_of(text: str) -> tuple[str, list[tuple[str, Any]]]:
     return "".join(parts), lits
 
 
+def ir_template_of(e: Exploration) -> tuple[str, list[tuple[str, Any]]]:
+    """A parsed exploration's template: its text form with typed slots (rendering is
+    injective: parsing the rendering gives the IR back), behind a prefix no text has."""
+    lits: list[tuple[str, Any]] = []
+
+    def slot(lit: Lit) -> str:
+        lits.append((lit.kind, lit.value))
+        return _MARK[lit.kind]
+
+    return "\x00ir " + to_text(e, literal=slot), lits
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Template:
     query: CompiledQuery
@@ -116,13 +134,20 @@ class TemplateCache:
         template, lits = template_of(text)
         return (contract.hash, role.name, template), lits
 
-    def lookup(self, key: tuple, lits: list[tuple[str, Any]], text: str) -> CompiledQuery | None:
-        """The compiled query for a text whose template is cached, or None (take the whole path)."""
+    def key_of_ir(self, e: Exploration, contract: Contract, role: Role) -> tuple[tuple, list[tuple[str, Any]]]:
+        """The key of a parsed exploration (the JSON form): its text rendering with slots."""
+        template, lits = ir_template_of(e)
+        return (contract.hash, role.name, template), lits
+
+    def lookup(self, key: tuple, lits: list[tuple[str, Any]], text: str | None = None) -> CompiledQuery | None:
+        """The compiled query for an exploration whose template is cached, or None (take the
+        whole path). `text`: the text form as given (checked as the parser would)."""
         entry = self._entries.get(key)
         if entry is None:
             return None
         try:
-            check_text(text, "the exploration")
+            if text is not None:
+                check_text(text, "the exploration")
             params = []
             for (kind, value), (col_type, values) in zip(lits, entry.slots, strict=True):
                 if kind == "string" and len(value) > entry.max_literal:
