@@ -113,6 +113,16 @@ def test_json_filter_objects_hit_with_their_new_values():
     assert outcome(body, "analyst", cache)[0] == "refused"
 
 
+def test_the_query_key_is_matched_as_text_before_parsing():
+    cache = TemplateCache()
+    compile_exploration({"query": TEXT}, CONTRACT, "analyst", cache=cache)
+    hit = compile_exploration({"query": TEXT.replace(">= 2", ">= 3")}, CONTRACT, "analyst", cache=cache)
+    assert cache.hits == 1 and hit.params[0] == 3
+    assert compile_exploration(TEXT, CONTRACT, "analyst", cache=cache).sql is hit.sql  # the same entry as the text
+    bad = {"query": TEXT.replace("'api%'", "'" + "x" * 1001 + "'")}
+    assert outcome(bad, "analyst", cache) == outcome(bad, "analyst", None)
+
+
 def _golden():
     import yaml
 

@@ -72,10 +72,11 @@ def compile_exploration(
     role_ = resolve_role(contract, role)
     if cache is None:
         return _compile(source, parse_source(source), contract, role_)[0]
-    if isinstance(source, str):
+    text = source.get("query") if isinstance(source, dict) and len(source) == 1 else source
+    if isinstance(text, str):  # the text form, alone or as {"query": text}
         exploration = None
-        key, lits = cache.key(source, contract, role_)
-        hit = cache.lookup(key, lits, source)
+        key, lits = cache.key(text, contract, role_)
+        hit = cache.lookup(key, lits, text)
     else:
         exploration = parse_source(source)
         key, lits = cache.key_of_ir(exploration, contract, role_)
