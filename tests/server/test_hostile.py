@@ -14,6 +14,7 @@ keep taking events after all of it.
 from __future__ import annotations
 
 import json
+import re
 import queue
 import subprocess
 import sys
@@ -86,7 +87,8 @@ def test_rest_post(server, case_id):
 
 def _sse_or_json(reply) -> dict[str, Any]:
     if reply.headers.get("content-type", "").startswith("text/event-stream"):
-        data = [line[5:].strip() for line in reply.text.splitlines() if line.startswith("data:")]
+        lines = re.split(r"\r\n|\r|\n", reply.text)  # SSE's line ends only: not str.splitlines (U+0085, U+2028)
+        data = [line[5:].strip() for line in lines if line.startswith("data:")]
         assert data, reply.text[:500]
         return json.loads(data[-1])
     return reply.json
