@@ -211,3 +211,22 @@ async def test_text_postgres_cannot_hold_is_escaped_at_the_store(store):
     assert by_id[surrogate.id]["exploration"] == "explore things where label = '\\ud800'"
     assert by_id[surrogate.id]["hint"] == "\\udfff"
     assert store.gaps() == []
+
+
+async def test_a_clean_shutdown_writes_the_whole_backlog(store):
+    """After an outage the backlog may take longer than close()'s timeout: it waits as long as batches go in."""
+    store.reset_audit()
+    store.stop()
+    writer = AuditWriter(store.dsn, interval=0.05, retry=0.2)
+    await writer.start()
+    events = [_event(i) for i in range(50_000)]
+    for e in events:
+        writer.record(e)
+    assert writer.queued == 50_000
+    await asyncio.to_thread(store.start)
+    t0 = time.perf_counter()
+    await writer.close(timeout=0.5)  # a timeout without progress, not a deadline
+    took = time.perf_counter() - t0
+    assert (writer.written, writer.lost, writer.queued, writer.dropped) == (50_000, 0, 0, 0)
+    assert len(store.events()) == 50_000
+    print(f"\n50,000 queued events written in {took:.1f} s after the store came back ({50_000 / took:,.0f}/s)")

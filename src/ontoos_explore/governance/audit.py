@@ -496,18 +496,30 @@ class AuditWriter:
                               f"{self.queue_max_bytes / 2**20:.0f} MiB) while the store was unavailable or slow"))
 
     async def close(self, timeout: float = 10.0) -> None:
-        """Flush everything queued, then stop (a clean shutdown loses nothing)."""
+        """Flush everything queued, then stop (a clean shutdown loses nothing).
+
+        `timeout` bounds the wait without progress: a long backlog is written to
+        the end as long as batches keep going in; a store that takes nothing for
+        `timeout` seconds ends the wait, and what is still queued is lost (logged)."""
         if self._task is None:
             return
         self._queue.put_nowait(None)  # the stop marker goes behind every queued event
-        try:
-            await asyncio.wait_for(asyncio.shield(self._task), timeout)
-        except TimeoutError:
-            self._task.cancel()
+        loop = asyncio.get_running_loop()
+        progress, deadline = (self.written, self.rejected), loop.time() + timeout
+        while True:
             try:
-                await self._task
-            except asyncio.CancelledError:
-                log.debug("audit writer cancelled at shutdown")
+                await asyncio.wait_for(asyncio.shield(self._task), max(0.01, min(1.0, deadline - loop.time())))
+                break
+            except TimeoutError:
+                if (self.written, self.rejected) != progress:  # still writing: wait on
+                    progress, deadline = (self.written, self.rejected), loop.time() + timeout
+                elif loop.time() >= deadline:
+                    self._task.cancel()
+                    try:
+                        await self._task
+                    except asyncio.CancelledError:
+                        log.debug("audit writer cancelled at shutdown")
+                    break
         self._task = None
         if self._queued:
             self.lost += self._queued
