@@ -10,7 +10,7 @@ import pytest
 
 from ontoos_explore import compile_exploration
 from ontoos_explore.engine.demo_data import SECRET_MARKER
-from ontoos_explore.engine.executor import BEGIN, BUDGET, END, Executor, open_pool
+from ontoos_explore.engine.executor import BEGIN, BUDGET, END, CostCache, Executor, open_pool
 from ontoos_explore.engine.rows import MASK
 from ontoos_explore.engine.settings import Settings
 from ontoos_explore.service import Explorer
@@ -134,37 +134,37 @@ async def test_heavy_datasets_are_always_cost_checked(pg_dsn, demo):
         await pool.close()
 
 
-async def test_the_generic_cost_estimate_is_asked_once_per_shape(pg_dsn, demo):
+async def test_the_cost_estimate_is_the_values_own_and_kept_for_the_same_values(pg_dsn, demo):
     settings = Settings(dsn=pg_dsn, pool_max=2)
     pool = await open_pool(pg_dsn, settings)
     executor = Executor(pool, demo, settings)
     try:
-        a = compile_exploration("explore workloads fields name where replicas > 1 limit 50", demo, "analyst")
-        b = compile_exploration("explore workloads fields name where replicas > 4 limit 50", demo, "analyst")
+        texts = ["explore workloads fields name where namespace = 'payments' limit 50",
+                 "explore workloads fields name where namespace = 'no-such-namespace' limit 50"]
+        a, b = (compile_exploration(t, demo, "analyst") for t in texts)
         assert a.sql == b.sql and a.params != b.params and a.budget.max_cost is not None
         first, second = await executor.run(a), await executor.run(b)
-        assert first.cost is not None and second.cost == first.cost  # the generic plan's: values do not change it
-        assert first.rows != second.rows  # each ran with its own values
-        assert executor.costs.get((a.budget.role, a.sql))[0] == first.cost
+        assert None not in (first.cost, second.cost) and first.cost != second.cost  # the planner saw each value
+        assert executor.costs.get(CostCache.key(a))[0] == first.cost
+        again = await executor.run(a)
+        assert again.cost == first.cost and again.rows == first.rows
     finally:
         await pool.close()
     # known over a lower ceiling: refused before any connection is asked for (the pool is closed)
-    over = dataclasses.replace(b, budget=dataclasses.replace(b.budget, max_cost=first.cost / 2))
+    over = dataclasses.replace(a, budget=dataclasses.replace(a.budget, max_cost=first.cost / 2))
     with pytest.raises(Exception) as info:
         await executor.run(over)
     assert info.value.code == "EX411"
 
 
-async def test_without_the_cost_cache_each_call_explains_its_own_values(pg_dsn, demo):
+async def test_without_the_cost_cache_each_call_explains_again(pg_dsn, demo):
     settings = Settings(dsn=pg_dsn, pool_max=2, cost_cache_s=0)
     pool = await open_pool(pg_dsn, settings)
     try:
         executor = Executor(pool, demo, settings)
-        texts = ["explore workloads fields name where namespace = 'payments' limit 50",
-                 "explore workloads fields name where namespace = 'no-such-namespace' limit 50"]
-        costs = [(await executor.run(compile_exploration(t, demo, "analyst"))).cost for t in texts]
-        assert None not in costs and costs[0] != costs[1]  # the planner saw each value
-        assert executor.costs.get(("analyst", compile_exploration(texts[0], demo, "analyst").sql)) is None
+        q = compile_exploration("explore workloads fields name where namespace = 'payments' limit 50", demo, "analyst")
+        assert (await executor.run(q)).cost is not None
+        assert executor.costs.get(CostCache.key(q)) is None
     finally:
         await pool.close()
 

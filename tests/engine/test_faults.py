@@ -113,6 +113,7 @@ async def test_a_statement_past_the_budget_is_killed_by_postgres(server, contrac
         assert (err["subtype"], err["code"]) == ("QUERY_BUDGET_EXCEEDED", "EX410")
         assert "300 ms" in err["message"] and "filter" in err["hint"]
         assert elapsed < 2.0  # PostgreSQL stopped it, not the client's margin
+        assert answer.error.reason == "STATEMENT_TIMEOUT"  # (the audit's word; a client deadline says CLIENT_DEADLINE)
         assert "pg_sleep" not in json.dumps(answer.envelope)
         # the pool is healthy: the next exploration on the same connection works
         again = await explorer.explore("explore things fields id, label where id <= 3 limit 10", "hasty")

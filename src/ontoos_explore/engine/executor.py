@@ -8,14 +8,13 @@ The query text is exactly the guarded text, sent with the extended protocol
 (`binary=True` forces it even without parameters), so no second statement
 can ride along.
 
-Where a cost ceiling applies, the planner's estimate is asked for first. On
-PostgreSQL 16+ it is the generic plan's (`EXPLAIN (GENERIC_PLAN)`, which does
-not depend on the values), kept per (role, SQL text) for `cost_cache_s`: a
-shape asked again costs no second round trip. `GENERIC_PLAN` needs the
-simple query protocol (no values are bound), which is safe for the guarded
-text: one statement, every value a `$n`, no string literal in it. Before 16,
-or with `cost_cache_s` 0, each call explains its own values in the pipeline. Connections pin `search_path`, `standard_conforming_strings`
-and `TimeZone` at connect time, at no per-query cost.
+Where a cost ceiling applies, the planner's estimate for these values
+(`EXPLAIN`, no `ANALYZE`) is asked for first, in the same pipeline; the
+answer is kept per (role, SQL text, values) for `cost_cache_s`, so an
+exploration asked again is checked without a second round trip. (A generic
+plan's estimate would be the same for every value, but it misjudges the
+selectivity of constants such as always-filters: a query the values' own
+plan puts at 157,000 came out at 64,000, under a 100,000 ceiling.)
 
 PostgreSQL's error texts never reach the caller (they can carry data
 values): SQLSTATEs are translated into envelopes in `translate()`.
@@ -50,7 +49,6 @@ BUDGET = ("SELECT set_config('statement_timeout', $1, true), set_config('lock_ti
           "set_config('idle_in_transaction_session_timeout', $3, true)")
 BUDGET_AND_ROLE = BUDGET + ", set_config('role', $4, true)"
 EXPLAIN = "EXPLAIN (FORMAT JSON) "  # prefixed to the guarded text, byte for byte
-GENERIC_EXPLAIN = "EXPLAIN (FORMAT JSON, GENERIC_PLAN) "
 IDLE_CHECK_S = 1.0  # a connection idle longer than this is checked before use
 
 CONNECT_OPTIONS = " ".join(
@@ -91,7 +89,9 @@ async def open_pool(dsn: str, settings: Settings) -> AsyncConnectionPool:
         check=_check_if_idle,
         reset=_stamp,
         timeout=settings.pool_timeout_s,
-        reconnect_timeout=24 * 3600,
+        # psycopg_pool's retry delay doubles without a cap while it keeps trying: after a 40 s outage
+        # the first connection came 22 s late. Giving up after 5 s, the next request starts afresh.
+        reconnect_timeout=5.0,
         name="ontoos-explore",
         open=False,
     )
@@ -116,19 +116,25 @@ async def _check_if_idle(conn) -> None:
 
 
 class CostCache:
-    """Generic-plan estimates per (role, SQL text), each kept for `ttl` seconds; bounded."""
+    """Planner estimates per (role, SQL text, values), each kept for `ttl` seconds; bounded."""
 
     def __init__(self, ttl: float, size: int = 4096) -> None:
         self.ttl, self.size = ttl, size
-        self._entries: dict[tuple[str, str], tuple[float, float, list[tuple[str, float]]]] = {}
+        self._entries: dict[tuple, tuple[float, float, list[tuple[str, float]]]] = {}
 
-    def get(self, key: tuple[str, str]) -> tuple[float, list[tuple[str, float]]] | None:
+    @staticmethod
+    def key(q: CompiledQuery) -> tuple:
+        return (q.budget.role, q.sql, tuple((type(v), v) for v in q.params))  # typed: True is not 1
+
+    def get(self, key: tuple) -> tuple[float, list[tuple[str, float]]] | None:
         found = self._entries.get(key)
         if found is None or found[0] < time.monotonic():
             return None
         return found[1], found[2]
 
-    def put(self, key: tuple[str, str], cost: float, tables: list[tuple[str, float]]) -> None:
+    def put(self, key: tuple, cost: float, tables: list[tuple[str, float]]) -> None:
+        if self.ttl <= 0:
+            return
         while len(self._entries) >= self.size:
             self._entries.pop(next(iter(self._entries)), None)
         self._entries[key] = (time.monotonic() + self.ttl, cost, tables)
@@ -167,25 +173,27 @@ class Executor:
         started = time.perf_counter()
         timeout_s = q.budget.timeout_ms / 1000 + CLIENT_MARGIN_S
         ceiling = None if dry_run else self.cost_ceiling(q)
-        if ceiling is not None and (known := self.costs.get((q.budget.role, q.sql))) is not None and known[0] > ceiling:
-            raise self._over(q, known, ceiling)  # the shape's estimate is known: refused without a round trip
+        known = None if ceiling is None else self.costs.get(CostCache.key(q))
+        if known is not None and known[0] > ceiling:
+            raise self._over(q, known, ceiling)  # this exploration's estimate is known: refused without a round trip
         try:
             async with self.pool.connection(timeout=self.settings.pool_timeout_s) as conn:
                 try:
                     async with asyncio.timeout(timeout_s):  # cheaper than wait_for: no extra task
-                        return await self._transaction(conn, q, dry_run, started)
+                        return await self._transaction(conn, q, dry_run, started, ceiling, known)
                 except (asyncio.CancelledError, TimeoutError):
                     await asyncio.shield(_cancel(conn))
                     raise
                 except psycopg.Error:
                     await _rollback(conn)
                     raise
-        except TimeoutError:
-            raise time_budget(q) from None
+        except TimeoutError:  # the client's deadline: PostgreSQL did not answer STATEMENT_TIMEOUT in time
+            raise time_budget(q, "CLIENT_DEADLINE") from None
         except (psycopg.Error, PoolTimeout) as e:
             raise translate(e, q) from None
 
-    async def _transaction(self, conn, q: CompiledQuery, dry_run: bool, started: float) -> Outcome:
+    async def _transaction(self, conn, q: CompiledQuery, dry_run: bool, started: float,
+                           ceiling: float | None, estimate) -> Outcome:
         t = q.budget.timeout_ms
         budget = [str(t), str(max(1, min(t // 2, 2000))), str(t * 2)]
         sql_budget = BUDGET
@@ -193,24 +201,10 @@ class Executor:
             budget.append(self.db_role(q.budget.role))
             sql_budget = BUDGET_AND_ROLE
         params = list(q.params)
-        ceiling = self.cost_ceiling(q)
         control, query = conn.cursor(), conn.cursor()
-        estimate, opened = None, False
-        if ceiling is not None and not dry_run and self.settings.cost_cache_s > 0 and conn.info.server_version >= 160000:
-            key = (q.budget.role, q.sql)
-            estimate = self.costs.get(key)
-            if estimate is None:  # once per shape: the transaction opens, the generic plan is explained
-                await control.execute(BEGIN)
-                await control.execute(sql_budget, budget)
-                opened = True
-                await query.execute(GENERIC_EXPLAIN + q.sql)  # no values: the simple protocol
-                plan = (await query.fetchone())[0][0]["Plan"]
-                estimate = plan["Total Cost"], self._scanned(plan)
-                self.costs.put(key, *estimate)
         async with conn.pipeline():
-            if not opened:
-                await control.execute(BEGIN)
-                await control.execute(sql_budget, budget)
+            await control.execute(BEGIN)
+            await control.execute(sql_budget, budget)
             if estimate is None and (ceiling is not None or dry_run):  # these values' own plan
                 await query.execute(EXPLAIN + q.sql, params, binary=True)
                 plan = (await query.fetchone())[0][0]["Plan"]
@@ -218,7 +212,8 @@ class Executor:
                 if dry_run:
                     await control.execute(END)
                     return Outcome([], False, [], _ms(started), estimate[0], [d for d, _ in estimate[1]])
-            if estimate is not None and estimate[0] > ceiling:
+                self.costs.put(CostCache.key(q), *estimate)
+            if ceiling is not None and estimate[0] > ceiling:
                 await control.execute(END)
                 raise self._over(q, estimate, ceiling)
             await query.execute(q.sql, params, binary=True)
@@ -274,13 +269,14 @@ async def _rollback(conn) -> None:
 # ---------------------------------------------------------------- translation
 
 
-def time_budget(q: CompiledQuery) -> ExploreError:
+def time_budget(q: CompiledQuery, reason: str = "STATEMENT_TIMEOUT") -> ExploreError:
+    """The answer for every way a time budget runs out; `reason` (for the audit) says which."""
     return ExploreError(
         Codes.TIME_BUDGET,
         f"the exploration ran longer than its time budget of {q.budget.timeout_ms} ms",
         hint="add a filter, follow fewer relations, or lower the limit "
         f"(role {q.budget.role} may run {q.budget.timeout_ms} ms)",
-        reason="STATEMENT_TIMEOUT",
+        reason=reason,
     )
 
 
@@ -304,8 +300,11 @@ def translate(e: BaseException, q: CompiledQuery) -> ExploreError:
     if isinstance(e, PoolTimeout):
         return UpstreamError("no database connection is available", reason="POOL_TIMEOUT")
     state = getattr(e, "sqlstate", None) or ""
-    if isinstance(e, (pgerr.QueryCanceled, pgerr.LockNotAvailable)):
-        return time_budget(q)
+    if isinstance(e, pgerr.LockNotAvailable):
+        return time_budget(q, "LOCK_TIMEOUT")
+    if isinstance(e, pgerr.QueryCanceled):  # the server's words are read here, never relayed
+        timeout = "statement timeout" in (getattr(e.diag, "message_primary", None) or "")
+        return time_budget(q, "STATEMENT_TIMEOUT" if timeout else "CANCELLED_ON_SERVER")
     if isinstance(e, pgerr.InsufficientPrivilege):
         log.error("the database refused a read for %s (%s): the third wall held", q.fingerprint, q.shape)
         return InternalError("the exploration could not be run", reason="DATABASE_DENIED", code=Codes.DATABASE_DENIED)

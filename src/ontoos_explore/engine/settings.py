@@ -13,7 +13,7 @@ Flags override environment variables, which override the defaults.
 | query_roles | ONTOOS_QUERY_ROLES | on | SET LOCAL ROLE to the contract role's database role |
 | role_prefix | ONTOOS_ROLE_PREFIX | ontoos_q_ | prefix of those database roles |
 | heavy_max_cost | ONTOOS_HEAVY_MAX_COST | 1000000 | cost ceiling for heavy datasets when the role sets none |
-| cost_cache_s | ONTOOS_COST_CACHE | 300 | how long a query's generic-plan cost estimate is reused (PostgreSQL 16+; 0: estimate every call) |
+| cost_cache_s | ONTOOS_COST_CACHE | 300 | how long the planner's cost estimate of an exploration (same SQL, values and role) is reused; 0: every call |
 | audit_dsn | ONTOOS_AUDIT_DSN | the exploration database | where the audit schema `ontoos_audit` lives |
 | audit | ONTOOS_AUDIT | on | record every request |
 """
