@@ -13,8 +13,11 @@ noise treat every variant alike):
              fetch, JSON-safe rows; compile excluded
   explore    Explorer.explore(text, role): compile (a shape already seen: the
              template cache) + executor + envelope
-  explore_cold  the same with every cache off: the whole compile and guard,
-             and the values' own EXPLAIN before every query (cost_cache_s=0)
+  explore_new_values  the same shape with values not seen before: the
+             template cache hits (it does not depend on the values) but the
+             cost estimate is asked again (an Executor with cost_cache_s=0)
+  explore_cold  every cache off: the whole compile and guard, and the
+             EXPLAIN before every query
   explore+audit  Tools.explore: the same, plus an audit Event recorded into a
              started AuditWriter (queue + background COPY batches)
   executor_no_cost  (decomposition) Executor.run with the role's max_cost
@@ -69,8 +72,8 @@ CASES = (
      "explore archives fields archive_id, commit_sha, language, loc, archived_on order by loc desc limit 5000"),
 )
 
-VARIANTS = ("direct", "executor", "executor_no_cost", "compile", "compile_cold", "explore", "explore_cold",
-            "explore+audit")
+VARIANTS = ("direct", "executor", "executor_no_cost", "compile", "compile_cold", "explore", "explore_new_values",
+            "explore_cold", "explore+audit")
 
 
 async def _bench(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES, budget_s: float = 25.0) -> dict:
@@ -81,7 +84,9 @@ async def _bench(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES
     await pool.wait(timeout=30)
     executor = Executor(pool, contract, settings)
     explorer = Explorer(contract, executor)
-    cold = Explorer(contract, Executor(pool, contract, dataclasses.replace(settings, cost_cache_s=0)), cache=None)
+    explaining = Executor(pool, contract, dataclasses.replace(settings, cost_cache_s=0))
+    new_values = Explorer(contract, explaining)
+    cold = Explorer(contract, explaining, cache=None)
     audit = AuditWriter(dsn)
     await audit.start()
     tools = Tools(contract, explorer, None, audit)
@@ -113,6 +118,11 @@ async def _bench(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES
             async def v_compile_cold():
                 return len(compile_exploration(text, contract, role, cache=None).params)
 
+            async def v_explore_new_values():
+                a = await new_values.explore(text, role)
+                assert a.ok, a.envelope
+                return a.envelope["meta"]["rows"]
+
             async def v_explore_cold():
                 a = await cold.explore(text, role)
                 assert a.ok, a.envelope
@@ -130,7 +140,7 @@ async def _bench(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES
 
             fns = {"direct": v_direct, "executor": v_executor, "executor_no_cost": v_executor_no_cost,
                    "compile": v_compile, "compile_cold": v_compile_cold, "explore": v_explore,
-                   "explore_cold": v_explore_cold, "explore+audit": v_explore_audit}
+                   "explore_new_values": v_explore_new_values, "explore_cold": v_explore_cold, "explore+audit": v_explore_audit}
             counts = {name: await fn() for name, fn in fns.items()}
             expected = min(q.limit + 1, counts["direct"])
             t_warm = time.perf_counter()
@@ -190,6 +200,10 @@ def summarize(cases: dict) -> dict:
                 c["overhead_vs_direct"]["executor"]["ratio"] for c in group), 3),
             "median_ratio_executor_no_cost": round(statistics.median(
                 c["overhead_vs_direct"]["executor_no_cost"]["ratio"] for c in group), 3),
+            "median_ratio_explore_new_values": round(statistics.median(
+                c["overhead_vs_direct"]["explore_new_values"]["ratio"] for c in group), 3),
+            "median_added_ms_explore_new_values": round(statistics.median(
+                c["overhead_vs_direct"]["explore_new_values"]["added_ms"] for c in group), 3),
             "median_ratio_explore_cold": round(statistics.median(
                 c["overhead_vs_direct"]["explore_cold"]["ratio"] for c in group), 3),
             "median_added_ms_explore_cold": round(statistics.median(

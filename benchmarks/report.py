@@ -95,8 +95,9 @@ def markdown(res: dict) -> str:
         lines += ["## Execution path (embedded PostgreSQL, demo lakehouse)", "",
                   "direct: psycopg AsyncRawCursor, same SQL and params, autocommit, no transaction; executor: "
                   "Executor.run (READ ONLY transaction, budgets, SET LOCAL ROLE, the shape's cost estimate, JSON-safe "
-                  "rows); explore: Explorer.explore (compile through the template cache + executor + envelope); "
-                  "explore cold: every cache off (whole compile and guard, the values' own EXPLAIN); +audit: "
+                  "rows); explore: Explorer.explore (compile through the template cache + executor + envelope), "
+                  "the same exploration again; new values: the same shape with values not seen before (template "
+                  "hit, EXPLAIN again); cold: every cache off (whole compile and guard, EXPLAIN); +audit: "
                   "Tools.explore with a running AuditWriter. p50 in ms.", ""]
         rows = []
         for cid, r in e["cases"].items():
@@ -104,16 +105,19 @@ def markdown(res: dict) -> str:
             od = r["overhead_vs_direct"]
             rows.append([cid, r["size"], r["rows"], _f(s["direct"]["p50_ms"], 3), _f(s["executor_no_cost"]["p50_ms"], 3),
                          _f(s["executor"]["p50_ms"], 3), _f(s["explore"]["p50_ms"], 3),
+                         _f(s["explore_new_values"]["p50_ms"], 3),
                          _f(s["explore_cold"]["p50_ms"], 3), _f(s["explore+audit"]["p50_ms"], 3),
                          f"{od['explore']['ratio']:.2f}x, {od['explore']['added_ms']:+.3f}",
+                         f"{od['explore_new_values']['ratio']:.2f}x, {od['explore_new_values']['added_ms']:+.3f}",
                          f"{od['explore_cold']['ratio']:.2f}x, {od['explore_cold']['added_ms']:+.3f}",
                          f"{r['audit_added_ms']:+.3f}", r["reps"]])
         lines += _table(["case", "size", "rows", "direct", "executor w/o cost check", "executor", "explore",
-                         "explore cold", "explore+audit", "explore/direct, added ms", "cold/direct, added ms",
-                         "audit ms", "n"], rows)
+                         "new values", "cold", "explore+audit", "explore/direct, added ms",
+                         "new values/direct, added ms", "cold/direct, added ms", "audit ms", "n"], rows)
         for size, s in e["summary"].items():
             lines.append(f"- {size}: explore/direct median **{s['median_ratio_explore']:.2f}x** "
-                         f"({s['median_added_ms_explore']:+.3f} ms); cold {s['median_ratio_explore_cold']:.2f}x "
+                         f"({s['median_added_ms_explore']:+.3f} ms); new values {s['median_ratio_explore_new_values']:.2f}x "
+                         f"({s['median_added_ms_explore_new_values']:+.3f} ms); cold {s['median_ratio_explore_cold']:.2f}x "
                          f"({s['median_added_ms_explore_cold']:+.3f} ms); executor alone {s['median_ratio_executor']:.2f}x, "
                          f"without the cost check {s['median_ratio_executor_no_cost']:.2f}x. Medians: compile "
                          f"{s['median_compile_ms']:.3f} ms seen, {s['median_compile_cold_ms']:.3f} ms cold (same rotation); "
