@@ -364,6 +364,54 @@ def test_a_body_dripped_byte_by_byte_is_408(server):
     assert_envelope(json.loads(answer), "EX102")
 
 
+def _rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS"))
+
+
+def test_the_dashboard_login_form_is_bounded_too(server):
+    """/governance/login takes no token and reads its form itself: a 50 MiB body once grew the
+    server by 50 MiB and ended in a 500. The body limit and the body timeout hold there too."""
+    import socket
+
+    head = (b"POST /governance/login HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/x-www-form-urlencoded\r\n")
+    # declared too large: refused before a byte of it is read
+    status, headers, body = _header(raw_exchange(server, head + b"Content-Length: 52428800\r\n\r\ntoken=", timeout=10))
+    assert status == 413 and headers.get("connection") == "close"
+    assert_envelope(json.loads(body), "EX408", "262144")
+    # chunked, 50 MiB: cut off as it passes the limit, the server does not grow
+    before = _rss_kib(server.proc.pid)
+    chunk = b"%x\r\n" % 65536 + b"a" * 65536 + b"\r\n"
+    reply = b""
+    with socket.create_connection((server.host, server.port), timeout=10) as s:
+        s.sendall(head + b"Transfer-Encoding: chunked\r\n\r\n")
+        try:
+            for _ in range(800):
+                s.sendall(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        try:
+            while part := s.recv(65536):
+                reply += part
+        except OSError:
+            pass
+    if reply:  # the answer may be lost to the reset of a connection still sending
+        status, _, body = _header(reply)
+        assert status == 413, reply[:300]
+        assert_envelope(json.loads(body), "EX408")
+    assert _rss_kib(server.proc.pid) - before < 20 * 1024
+    # slow: a 408 after the body timeout, not a connection held open
+    started = time.monotonic()
+    status, _, body = _header(raw_exchange(server, head + b"Content-Length: 100\r\n\r\ntoken=", timeout=BODY_TIMEOUT_S + 10))
+    assert status == 408 and time.monotonic() - started < BODY_TIMEOUT_S + 3
+    assert_envelope(json.loads(body), "EX102", "did not arrive")
+    # and a form of a normal size is still read: a wrong token is the login page's own 401
+    r = request(server, "POST", "/governance/login", who=None, body="token=wrong",
+                headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert r.status == 401 and "not valid" in r.text
+
+
 # ================================================================ in-process pieces
 
 

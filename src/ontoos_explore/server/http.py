@@ -162,6 +162,51 @@ class BearerAuth:
         return await self.app(scope, receive, send)
 
 
+class BodyLimit:
+    """ASGI middleware: MAX_BODY and the body timeout for the routes that read a body on their own
+    (the dashboard's forms, whatever is added later); /api/v1/explore and /mcp check theirs with
+    envelopes of their own. A Content-Length over the limit is refused before anything is read;
+    a chunked body is cut off (413) as it passes the limit; a slow one is a 408."""
+
+    def __init__(self, app, own_paths: tuple[str, ...] = ("/api/v1/explore", "/mcp"),
+                 timeout_s: float | None = None) -> None:
+        self.app = app
+        self.own_paths = own_paths
+        self.timeout_s = timeout_s
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["path"] in self.own_paths:
+            return await self.app(scope, receive, send)
+        declared = dict(scope.get("headers") or []).get(b"content-length", b"").decode("latin-1").strip()
+        if declared.isdigit() and int(declared) > MAX_BODY:
+            e = BudgetError(Codes.INPUT_TOO_LARGE, f"the body is {int(declared)} bytes",
+                            hint=f"send at most {MAX_BODY} bytes")
+            return await error_response(e)(scope, receive, send)
+        timeout_s = self.timeout_s or float(os.environ.get("ONTOOS_BODY_TIMEOUT") or BODY_TIMEOUT_S)
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        size, done = 0, False
+
+        async def limited():
+            nonlocal size, done
+            if done:
+                return await receive()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                raise Refused(InputError(Codes.INVALID_REQUEST, f"the body did not arrive within {timeout_s:g} s",
+                                         hint="send the whole body at once, with a Content-Length that matches it"),
+                              408) from None
+            if message["type"] == "http.request":
+                size += len(message.get("body", b""))
+                done = not message.get("more_body", False)
+                if size > MAX_BODY:
+                    raise BudgetError(Codes.INPUT_TOO_LARGE, "the body is too large", hint=f"send at most {MAX_BODY} bytes")
+            return message
+
+        return await self.app(scope, limited, send)
+
+
 def _cookie(raw: bytes, name: str) -> str:
     from http.cookies import SimpleCookie
 
@@ -452,7 +497,14 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         e = InputError(Codes.INVALID_REQUEST, f"{request.method} {request.url.path[:80]}: {exc.detail}",
                        hint="routes: POST/GET /api/v1/explore, GET /api/v1/catalog, /mcp, /governance, /healthz")
-        return JSONResponse(scrub(e.to_envelope()), status_code=exc.status_code, headers=getattr(exc, "headers", None))
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code in UNREAD_BODY:
+            headers["Connection"] = "close"
+        return JSONResponse(scrub(e.to_envelope()), status_code=exc.status_code, headers=headers or None)
+
+    async def refused_error(request: Request, exc: ExploreError | Refused) -> JSONResponse:
+        """A refusal a route did not catch (e.g. BodyLimit's, from inside a form read): its envelope."""
+        return error_response(exc.error, exc.status) if isinstance(exc, Refused) else error_response(exc)
 
     async def crash(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s", request.url.path)
@@ -475,7 +527,8 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
             Route("/mcp", MCPEndpoint(), methods=["GET", "POST", "DELETE"]),
             *(governance.routes() if governance is not None else []),
         ],
-        exception_handlers={HTTPException: http_error, Exception: crash},
+        exception_handlers={HTTPException: http_error, ExploreError: refused_error, Refused: refused_error,
+                            Exception: crash},
         lifespan=lifespan_,
     )
     def refused(e: ExploreError, path: str) -> None:
@@ -484,4 +537,5 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
 
     app.add_middleware(BearerAuth, authenticator=authenticator, on_refusal=refused,
                        open_paths=("/healthz", "/favicon.ico", "/governance/login"))
+    app.add_middleware(BodyLimit, timeout_s=body_timeout_s)  # outermost: before auth, for open paths too
     return app
