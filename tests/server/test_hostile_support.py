@@ -210,12 +210,16 @@ def raw_exchange(srv: Server, data: bytes, timeout: float = 10) -> bytes:
 ERROR_KEYS = {"type", "subtype", "code", "message"}
 
 
-def assert_envelope(env: Any, code: str | None = None, says: str | None = None) -> dict[str, Any]:
-    """A well-formed refusal: ok false, the error keys, a hint, and the expected code."""
+def assert_envelope(env: Any, code: str | None = None, says: str | None = None,
+                    max_message: int | None = 500) -> dict[str, Any]:
+    """A well-formed refusal: ok false, the error keys, a hint, the expected code, and (on the
+    server's surfaces) a message of at most 500 characters, however much input it quotes."""
     assert isinstance(env, dict) and env.get("ok") is False, env
     assert "data" not in env and isinstance(env.get("meta"), dict), env
     err = env["error"]
     assert ERROR_KEYS <= set(err), err
+    if max_message is not None:
+        assert len(err["message"]) <= max_message, err["message"][:200]
     assert err["type"] in ("validation", "policy", "auth", "network", "internal"), err
     assert isinstance(err.get("hint"), str) and err["hint"], f"no hint: {err}"
     if code is not None:

@@ -141,7 +141,7 @@ def _filter_object(obj: Any, i: int) -> Predicate:
                    'e.g. "filter": [{"field": "namespace", "op": "=", "value": "prod"}]')
     unknown = [k for k in obj if k not in FILTER_KEYS]
     if unknown:
-        raise _bad(f"{where} has an unknown key '{unknown[0]}'", f"filter objects have the keys: {', '.join(FILTER_KEYS)}")
+        raise _bad(f"{where} has an unknown key '{str(unknown[0])[:40]}'", f"filter objects have the keys: {', '.join(FILTER_KEYS)}")
     field, op = obj.get("field"), obj.get("op", "=")
     if not isinstance(field, str):
         raise _bad(f"{where}.field must be a column name", 'e.g. {"field": "namespace", "op": "=", "value": "prod"}')

@@ -40,7 +40,7 @@ from ..grammar.forms import from_flags, loads_strict
 from .config import Authenticator, Principal
 from .mcp_server import PRINCIPAL_KEY, build_server, http_principal
 from ..service import Answer
-from .tools import Tools, cancelled, scrub
+from .tools import Tools, cancelled, presentable
 
 log = logging.getLogger("ontoos_explore.http")
 
@@ -84,8 +84,8 @@ def envelope_response(envelope: dict[str, Any], status: int | None = None) -> JS
         headers["Retry-After"] = str(envelope.get("meta", {}).get("retry_after_s") or 1)
     if status in UNREAD_BODY:
         headers["Connection"] = "close"
-    if not envelope.get("ok"):  # a refusal may echo the caller's text: make it encodable whatever it holds
-        envelope = scrub(envelope)
+    if not envelope.get("ok"):  # a refusal may echo the caller's text: encodable, and not too much of it
+        envelope = presentable(envelope)
     return JSONResponse(envelope, status_code=status, headers=headers or None)
 
 
@@ -237,6 +237,10 @@ def query_to_body(request: Request) -> tuple[Any, bool]:
         raise InputError(Codes.INVALID_REQUEST, "'dry_run' must be true or false", hint="e.g. dry_run=true")
     dry_run = dry_run in TRUE
     if "query" in params:
+        others = [k for k in params.keys() if k not in ("query", "dry_run")]
+        if others:  # as the JSON form: one or the other, never a text silently winning over flags
+            raise InputError(Codes.INVALID_REQUEST, f"'query' cannot be combined with '{others[0]}'",
+                             hint="put the whole exploration in the text of 'query', or leave 'query' out")
         return {"query": params["query"]}, dry_run
     if "dataset" not in params:
         raise InputError(Codes.INVALID_REQUEST, "'dataset' is required",
@@ -328,7 +332,7 @@ async def unless_gone(request: Request, work) -> Answer | None:
 
 def rpc_payload(e: ExploreError, code: int = -32600) -> dict[str, Any]:
     """A JSON-RPC error for /mcp that carries the envelope (with its hint) in `error.data`."""
-    env = scrub(e.to_envelope())
+    env = presentable(e.to_envelope())
     message = env["error"]["message"] + (f"; {env['error']['hint']}" if env["error"].get("hint") else "")
     return {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message, "data": env}}
 
@@ -500,7 +504,7 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
         headers = dict(getattr(exc, "headers", None) or {})
         if exc.status_code in UNREAD_BODY:
             headers["Connection"] = "close"
-        return JSONResponse(scrub(e.to_envelope()), status_code=exc.status_code, headers=headers or None)
+        return JSONResponse(presentable(e.to_envelope()), status_code=exc.status_code, headers=headers or None)
 
     async def refused_error(request: Request, exc: ExploreError | Refused) -> JSONResponse:
         """A refusal a route did not catch (e.g. BodyLimit's, from inside a form read): its envelope."""

@@ -190,6 +190,19 @@ def scrub(value: Any) -> Any:
     return root
 
 
+MAX_MESSAGE = 500  # characters of an error message shown; a longer one echoes far too much input
+
+
+def presentable(envelope: dict[str, Any]) -> dict[str, Any]:
+    """A refusal as a surface shows it: every string encodable (`scrub`), the message at most MAX_MESSAGE
+    characters (a syntax error quoting a 60,000-character token should not send it back whole)."""
+    env = scrub(envelope)
+    err = env.get("error")
+    if isinstance(err, dict) and isinstance(err.get("message"), str) and len(err["message"]) > MAX_MESSAGE:
+        err["message"] = err["message"][: MAX_MESSAGE - 1] + "\u2026"
+    return env
+
+
 def rate_limited(principal: Principal, wait_s: float) -> ExploreError:
     after = max(1, math.ceil(wait_s))
     return ExploreError(
