@@ -42,10 +42,12 @@ from tests.server.test_hostile_support import (
 
 CASES = load_cases()
 JSON_CASES = {c["id"]: c for c in CASES["json"]}
+TOOL_CASES = {c["id"]: c for c in CASES["tools"]}
 HTTP_CASES = {c["id"]: c for c in CASES["http"]}
 ACCEPT = "application/json, text/event-stream"
 PROTOCOL = "2025-11-25"
 TOOL_CALL = '{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "ontoos_explore", "arguments": %s}}'
+ANY_TOOL_CALL = '{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "%s", "arguments": %s}}'
 FORBIDDEN = ("Traceback", "SELECT", "ONTOOS-SECRET-", "psycopg", "site-packages")
 
 
@@ -222,6 +224,26 @@ def test_mcp_stdio(stdio, case_id):
         return
     message = stdio.wait_for(ident, 30)
     assert message is not None, f"no answer to {case_id} within 30 s"
+    check_rpc_answer(message, want, ident)
+
+
+@pytest.mark.parametrize("case_id", TOOL_CASES)
+def test_other_tools_over_mcp_http_and_stdio(server, mcp_session, stdio, case_id):
+    case = TOOL_CASES[case_id]
+    ident = 3000 + list(TOOL_CASES).index(case_id)
+    line = ANY_TOOL_CALL % (ident, case["tool"], case["body"])
+    r = request(server, "POST", "/mcp", body=line, headers=mcp_session, timeout=30)
+    assert r.status < 500, r.text[:500]
+    check_rpc_answer(_sse_or_json(r), expected(case, "mcp"), ident)
+    want = expected(case, "stdio")
+    stdio.send(line)
+    if want.get("dropped"):
+        stdio.send(json.dumps({"jsonrpc": "2.0", "id": ident + 100000, "method": "ping"}))
+        assert stdio.wait_for(ident + 100000, 30) is not None
+        assert stdio.wait_for(ident, 0.3) is None
+        return
+    message = stdio.wait_for(ident, 30)
+    assert message is not None, f"no answer to {case_id} over stdio"
     check_rpc_answer(message, want, ident)
 
 

@@ -337,6 +337,9 @@ class Tools:
                 return Answer(self._ok({"queries": [q.describe() for q in queries]}))
             if name == "ontoos_run_query":
                 _unknown_keys(arguments, ("id", "params"), name)
+                if not isinstance(arguments.get("id"), str):
+                    raise InputError(Codes.INVALID_REQUEST, "'id' must be a string",
+                                     hint='e.g. {"id": "<a named query id from ontoos_queries>", "params": {}}')
                 if self.registry is None:
                     raise InputError(Codes.UNKNOWN_QUERY, "there are no named queries", hint="use ontoos_explore")
                 return await self.registry.run(self.explorer, principal.role, arguments.get("id"), arguments.get("params"))
