@@ -120,7 +120,7 @@ def markdown(res: dict) -> str:
                          f"({s['median_added_ms_explore_new_values']:+.3f} ms); cold {s['median_ratio_explore_cold']:.2f}x "
                          f"({s['median_added_ms_explore_cold']:+.3f} ms); executor alone {s['median_ratio_executor']:.2f}x, "
                          f"without the cost check {s['median_ratio_executor_no_cost']:.2f}x. Medians: compile "
-                         f"{s['median_compile_ms']:.3f} ms seen, {s['median_compile_cold_ms']:.3f} ms cold (same rotation); "
+                         f"{s['median_compile_ms']:.3f} ms seen, {s['median_compile_cold_ms']:.3f} ms cold (its own rotation); "
                          f"explore minus executor {s['median_explore_minus_executor_ms']:.3f} ms; cost check "
                          f"{s['median_cost_check_ms']:+.3f} ms; audit adds {s['median_audit_added_ms']:+.3f} ms.")
         lines.append(f"- audit events written by the benchmark's AuditWriter: {e.get('audit_events_written')} "

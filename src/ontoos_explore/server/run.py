@@ -13,6 +13,7 @@ the queue is flushed, and a trail that is not complete says so on stderr.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import sys
@@ -84,6 +85,8 @@ def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerCon
         tools.explorer = Explorer(contract, Executor(pool, contract, settings))
         if tools.audit is not None:
             await tools.audit.start()
+        gc.collect()
+        gc.freeze()  # the contract, grammar and dialect tables stay: full collections need not walk them
         try:
             yield
         finally:
