@@ -46,3 +46,22 @@ def test_a_guard_refusal_is_reported_and_skipped_not_fatal(tmp_path, demo):
     assert list(reg.entries) == ["good"]
     assert [ident for ident, _ in reg.problems] == ["bad", "#2"]
     assert "DeleteStmt" in reg.problems[0][1]
+
+
+def test_parameters_are_held_to_the_roles_literal_budget_and_explained(tmp_path, demo):
+    import pytest
+
+    from ontoos_explore.errors import ExploreError
+    from ontoos_explore.governance.registry import bind_params
+
+    reg = load(tmp_path, demo, sql='SELECT c.key AS key FROM lake.config_entries c WHERE c.key = $1 AND c.is_sensitive = $2 '
+               'LIMIT 11', parameters=[{"name": "key", "type": "text"}],
+               bind=["key", {"value": False, "type": "boolean"}])
+    entry = reg.entries["q"]
+    assert bind_params(entry, {"key": "x" * 200}, 200)[0] == "x" * 200
+    with pytest.raises(ExploreError) as too_long:
+        bind_params(entry, {"key": "x" * 201}, 200)
+    assert too_long.value.code == "EX405" and "200" in too_long.value.hint
+    with pytest.raises(ExploreError) as not_object:
+        bind_params(entry, ["x"], 200)
+    assert "key: text" in not_object.value.hint and "{'" not in not_object.value.hint

@@ -216,3 +216,9 @@ def test_the_parsed_ir_is_exactly_what_strict_validation_builds(e):
     validated = Exploration.model_validate(parsed.model_dump(), strict=True)
     assert repr(validated) == repr(parsed)
     assert validated == Exploration.model_validate(e.model_dump(), strict=True)
+
+
+def test_an_unexpected_token_is_quoted_at_most_40_characters_long():
+    with pytest.raises(ExploreError) as e:
+        parse_text("explore workloads fields name where name = 'a' " + "x" * 50_000)
+    assert len(e.value.message) < 150 and "(50000 characters)" in e.value.message

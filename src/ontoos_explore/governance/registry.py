@@ -30,12 +30,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..allowed import allowed_for_read_sets
 from ..compiler import CompiledQuery, ParamSlot
 from ..contract import Contract
-from ..errors import Codes, ExploreError, InputError
+from ..errors import BudgetError, Codes, ExploreError, InputError
 from ..guard import check
 from ..names import did_you_mean, fold
 from ..policy.bound import Budget
 from ..service import Answer, Explorer
-from ..types import ColumnType, LiteralTypeError, convert, python_kind
+from ..types import ColumnType, LiteralTypeError, a, convert, python_kind
 
 log = logging.getLogger("ontoos_explore.registry")
 
@@ -139,8 +139,8 @@ class Registry:
         if entry is None:
             hint, _ = did_you_mean(str(ident), [q.id for q in visible.values()], "named queries you may run")
             raise InputError(Codes.UNKNOWN_QUERY, f"'{str(ident)[:60]}' is not a named query you may run", hint=hint)
-        values = bind_params(entry, params if params is not None else {})
         role = self.contract.role(role_name)
+        values = bind_params(entry, params if params is not None else {}, role.max_literal_length)
         limit = min(role.max_rows, entry.max_rows)
         q = CompiledQuery(
             sql=entry.sql, params=tuple(values),
@@ -190,9 +190,16 @@ def _check_contract_columns(verdict, by_table) -> None:
                 raise ValueError(f"it reads {ds.name} without the contract's always-filter on {rule.column}")
 
 
-def bind_params(entry: NamedQuery, params: Any) -> list[Any]:
+def _signature(entry: NamedQuery) -> str:
+    return ", ".join(f"{p.name}: {p.type}{'' if p.required else ' (optional)'}" for p in entry.parameters) or "none"
+
+
+def bind_params(entry: NamedQuery, params: Any, max_literal: int | None = None) -> list[Any]:
+    """The caller's parameters, checked and converted as the binder converts literals;
+    text values are held to the role's `max_literal_length`, like literals."""
     if not isinstance(params, dict):
-        raise InputError(Codes.INVALID_REQUEST, "params must be an object", hint=f"parameters: {entry.params_schema()}")
+        raise InputError(Codes.INVALID_REQUEST, "params must be an object",
+                         hint=f'e.g. {{"name": value}}; parameters of {entry.id}: {_signature(entry)}')
     declared = {p.name: p for p in entry.parameters}
     unknown = [k for k in params if k not in declared]
     if unknown:
@@ -211,7 +218,10 @@ def bind_params(entry: NamedQuery, params: Any) -> list[Any]:
             values[p.name] = convert(kind, v, p.type, p.values)
         except (ValueError, LiteralTypeError) as e:
             raise ExploreError(Codes.TYPE_MISMATCH, f"parameter '{p.name}': {getattr(e, 'message', e)}",
-                               hint=getattr(e, "hint", f"a {p.type} value")) from None
+                               hint=getattr(e, "hint", f"{a(p.type)} value")) from None
+        if max_literal is not None and kind == "string" and len(v) > max_literal:
+            raise BudgetError(Codes.LITERAL_TOO_LONG, f"parameter '{p.name}' is {len(v)} characters long",
+                              hint=f"values of at most {max_literal} characters are allowed for this role")
     out = []
     for b in entry.bind:
         if isinstance(b, Constant):

@@ -238,6 +238,11 @@ def _parser() -> Lark:
     return Lark(grammar, parser="lalr", start=list(STARTS), transformer=ToIR(), maybe_placeholders=False)
 
 
+def _shown(text: str, most: int = 40) -> str:
+    """A token as an error message quotes it: never more than `most` characters of the caller's text."""
+    return text if len(text) <= most else text[:most] + f"... ({len(text)} characters)"
+
+
 def _expected(names: set[str]) -> str:
     words = sorted({_TERMINAL_WORDS.get(n, n.lower()) for n in names})
     return ", ".join(words)
@@ -260,7 +265,7 @@ def _translate(err: UnexpectedInput, text: str, what: str) -> InputError:
         expected = _expected(set(err.accepts or err.expected))
         return InputError(
             Codes.SYNTAX_ERROR,
-            f"unexpected '{err.token}' in {what}",
+            f"unexpected '{_shown(str(err.token))}' in {what}",
             hint=f"expected {expected}",
             position=pos,
         )

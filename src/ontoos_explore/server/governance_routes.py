@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from ..errors import AuthError, Codes, ExploreError, InputError
+from ..errors import AuthError, BudgetError, Codes, ExploreError, InputError
 from ..governance import promote as promotion
 from ..governance import report as rep
 from ..names import fold
@@ -172,7 +172,12 @@ class Governance:
             "<button type='submit'>Sign in</button></form></body></html>")
 
     async def login(self, request: Request) -> Response:
-        form = await _form(request)
+        try:
+            form = await _form(request)
+        except ExploreError as e:  # the envelope, as the body limit in front of every route answers it
+            from .http import error_response
+
+            return error_response(e)
         principal = self.auth.authenticate(form.get("token", ""))
         if principal is None:
             return HTMLResponse("<!doctype html><p>That token is not valid. <a href='/governance/login'>Try again</a></p>",
@@ -203,10 +208,17 @@ def _suggest_id(candidate: dict[str, Any]) -> str:
     return f"{base}_{candidate['fingerprint'][:6]}"
 
 
+MAX_FORM = 64 * 1024
+
+
 async def _form(request: Request) -> dict[str, str]:
-    body = await request.body()
-    if len(body) > 64 * 1024:
-        raise InputError(Codes.INPUT_TOO_LARGE, "the form is too large", hint="send at most 64 KiB")
+    chunks, size = [], 0
+    async for chunk in request.stream():  # refused as soon as it is too large, not after reading it all
+        size += len(chunk)
+        if size > MAX_FORM:
+            raise BudgetError(Codes.INPUT_TOO_LARGE, "the form is too large", hint="send at most 64 KiB")
+        chunks.append(chunk)
+    body = b"".join(chunks)
     parsed = urllib.parse.parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
     return {k: v[0] for k, v in parsed.items()}
 
