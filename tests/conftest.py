@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -47,3 +48,17 @@ def pg_dsn(tmp_path_factory, demo):
     with psycopg.connect(dsn) as conn:
         grants.apply(conn, demo, "ontoos_q_")
     return dsn
+
+
+@contextlib.asynccontextmanager
+async def executor_for(dsn: str, contract, **settings):
+    """An Executor over a pool of its own (two connections unless `settings` say otherwise), closed after."""
+    from ontoos_explore.engine.executor import Executor, open_pool
+    from ontoos_explore.engine.settings import Settings
+
+    chosen = Settings(dsn=dsn, **{"pool_max": 2, **settings})
+    pool = await open_pool(dsn, chosen)
+    try:
+        yield Executor(pool, contract, chosen)
+    finally:
+        await pool.close()

@@ -15,6 +15,8 @@ from ontoos_explore.engine.rows import MASK
 from ontoos_explore.engine.settings import Settings
 from ontoos_explore.service import Explorer
 
+from ..conftest import executor_for
+
 pytestmark = pytest.mark.anyio
 
 
@@ -100,10 +102,7 @@ async def test_dry_run_plans_without_reading(explorer):
 
 
 async def test_cost_budget_refuses_with_a_helpful_hint(pg_dsn, demo):
-    settings = Settings(dsn=pg_dsn, pool_max=2)
-    pool = await open_pool(pg_dsn, settings)
-    try:
-        executor = Executor(pool, demo, settings)
+    async with executor_for(pg_dsn, demo, pool_max=2) as executor:
         q = compile_exploration("explore table_refs via table fields file_path, table.table_name "
                                 "where confidence >= 0.1 limit 300", demo, "analyst")
         q = dataclasses.replace(q, budget=dataclasses.replace(q.budget, max_cost=1.0))
@@ -115,23 +114,16 @@ async def test_cost_budget_refuses_with_a_helpful_hint(pg_dsn, demo):
         # the connection is healthy afterwards
         ok = compile_exploration("explore hosts fields hostname limit 1", demo, "analyst")
         assert len((await executor.run(ok)).rows) == 1
-    finally:
-        await pool.close()
 
 
 async def test_heavy_datasets_are_always_cost_checked(pg_dsn, demo):
-    settings = Settings(dsn=pg_dsn, pool_max=2, heavy_max_cost=1.0)
-    pool = await open_pool(pg_dsn, settings)
-    try:
-        executor = Executor(pool, demo, settings)
+    async with executor_for(pg_dsn, demo, pool_max=2, heavy_max_cost=1.0) as executor:
         q = compile_exploration("explore configs fields key where source = 'env'", demo, "analyst")
         q = dataclasses.replace(q, budget=dataclasses.replace(q.budget, max_cost=None))
         assert executor.cost_ceiling(q) == 1.0
         with pytest.raises(Exception) as info:
             await executor.run(q)
         assert info.value.code == "EX411" and "configs" in info.value.hint
-    finally:
-        await pool.close()
 
 
 async def test_the_cost_estimate_is_the_values_own_and_kept_for_the_same_values(pg_dsn, demo):
@@ -158,23 +150,15 @@ async def test_the_cost_estimate_is_the_values_own_and_kept_for_the_same_values(
 
 
 async def test_without_the_cost_cache_each_call_explains_again(pg_dsn, demo):
-    settings = Settings(dsn=pg_dsn, pool_max=2, cost_cache_s=0)
-    pool = await open_pool(pg_dsn, settings)
-    try:
-        executor = Executor(pool, demo, settings)
+    async with executor_for(pg_dsn, demo, pool_max=2, cost_cache_s=0) as executor:
         q = compile_exploration("explore workloads fields name where namespace = 'payments' limit 50", demo, "analyst")
         assert (await executor.run(q)).cost is not None
         assert executor.costs.get(CostCache.key(q)) is None
-    finally:
-        await pool.close()
 
 
 async def test_the_database_is_the_third_wall(pg_dsn, demo):
     """Both walls above bypassed by hand: PostgreSQL's grants still refuse the secret column."""
-    settings = Settings(dsn=pg_dsn, pool_max=2)
-    pool = await open_pool(pg_dsn, settings)
-    try:
-        executor = Executor(pool, demo, settings)
+    async with executor_for(pg_dsn, demo, pool_max=2) as executor:
         q = compile_exploration("explore workloads fields name limit 3", demo, "analyst")
         bad = dataclasses.replace(q, sql=q.sql.replace('"t0"."name" AS', '"t0"."env_dump" AS'))
         with pytest.raises(Exception) as info:
@@ -182,24 +166,17 @@ async def test_the_database_is_the_third_wall(pg_dsn, demo):
         err = info.value
         assert (err.type, err.code, err.reason) == ("internal", "EX904", "DATABASE_DENIED")
         assert SECRET_MARKER not in json.dumps(err.to_envelope()) and "env_dump" not in json.dumps(err.to_envelope())
-    finally:
-        await pool.close()
 
 
 async def test_secret_columns_are_masked_in_output_as_defense_in_depth(pg_dsn, demo):
     """With query roles off (a misconfiguration) and the SQL tampered, the mask still holds."""
-    settings = Settings(dsn=pg_dsn, pool_max=2, query_roles=False)
-    pool = await open_pool(pg_dsn, settings)
-    try:
-        executor = Executor(pool, demo, settings)
+    async with executor_for(pg_dsn, demo, pool_max=2, query_roles=False) as executor:
         q = compile_exploration("explore workloads fields name, cluster limit 3", demo, "analyst")
         bad = dataclasses.replace(q, sql=q.sql.replace('"t0"."cluster" AS', '"t0"."env_dump" AS'),
                                   sources=(("workloads", "name"), ("workloads", "env_dump")))
         out = await executor.run(bad)
         assert out.masked_columns == ["cluster"] and all(row[1] == MASK for row in out.rows)
         assert SECRET_MARKER not in json.dumps(out.rows)
-    finally:
-        await pool.close()
 
 
 async def test_every_session_setting_is_pinned(pg_dsn, demo):
@@ -225,18 +202,13 @@ async def test_every_session_setting_is_pinned(pg_dsn, demo):
 
 async def test_a_second_statement_cannot_ride_along(pg_dsn, demo):
     """Explorations use the extended protocol even without parameters: one statement only."""
-    settings = Settings(dsn=pg_dsn, pool_max=1, query_roles=False)
-    pool = await open_pool(pg_dsn, settings)
-    try:
-        executor = Executor(pool, demo, settings)
+    async with executor_for(pg_dsn, demo, pool_max=1, query_roles=False) as executor:
         q = compile_exploration("explore images fields repository limit 1", demo, "analyst")
         assert q.params == ()
         smuggled = dataclasses.replace(q, sql=q.sql + "; SELECT 1")
         with pytest.raises(Exception) as info:
             await executor.run(smuggled)
         assert info.value.type == "internal"
-    finally:
-        await pool.close()
 
 
 async def test_no_output_ever_carries_a_secret(explorer, demo):
