@@ -146,7 +146,7 @@ def test_a_hit_binds_the_new_values_and_keeps_the_guarded_sql():
     cache = TemplateCache()
     first = compile_exploration(TEXT, CONTRACT, "analyst", cache=cache)
     second = compile_exploration(TEXT.replace(">= 2", ">= 5").replace("'api%'", "'db%'"), CONTRACT, "analyst", cache=cache)
-    assert cache.stats() == {"entries": 1, "hits": 1, "misses": 1, "fallbacks": 0}
+    assert cache.stats() | {"bytes": 0} == {"entries": 1, "hits": 1, "misses": 1, "fallbacks": 0, "bytes": 0}
     assert second.sql is first.sql
     assert second.params[:2] == (5, "db%") and second.params[2:] == first.params[2:]  # always-filters kept
     assert second.fingerprint == first.fingerprint
@@ -209,6 +209,18 @@ def test_the_cache_is_bounded():
     for n in range(6):
         compile_exploration(f"explore workloads fields name limit {n + 1}", CONTRACT, "analyst", cache=cache)
     assert len(cache) == 3
+
+
+def test_the_cache_is_bounded_in_bytes_too():
+    big = "explore workloads fields name where replicas in (" + ", ".join(str(i) for i in range(150)) + ")"
+    one = TemplateCache()
+    compile_exploration(big, CONTRACT, "analyst", cache=one)
+    entry_bytes = one.bytes
+    assert entry_bytes > 2000
+    cache = TemplateCache(max_bytes=int(entry_bytes * 2.5))
+    for n in range(5):
+        compile_exploration(big + f" limit {n + 1}", CONTRACT, "analyst", cache=cache)
+    assert len(cache) == 2 and cache.bytes <= cache.max_bytes
 
 
 def test_template_of_marks_literals_and_keeps_the_limit():

@@ -111,11 +111,15 @@ class Template:
 
 
 class TemplateCache:
-    """Bounded: past `size` entries the oldest is dropped. Thread-safe."""
+    """Bounded in entries and in bytes (about: the key's template, the SQL, the normalized
+    text; a 1,000-value IN list makes a large entry): past either, the oldest go first.
+    Thread-safe."""
 
-    def __init__(self, size: int = 4096) -> None:
-        self.size = size
+    def __init__(self, size: int = 4096, max_bytes: int = 32 * 1024 * 1024) -> None:
+        self.size, self.max_bytes = size, max_bytes
         self._entries: dict[tuple, Template | None] = {}
+        self._sizes: dict[tuple, int] = {}
+        self.bytes = 0
         self._lock = threading.Lock()
         self.hits = self.misses = self.fallbacks = 0
 
@@ -125,10 +129,12 @@ class TemplateCache:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
-            self.hits = self.misses = self.fallbacks = 0
+            self._sizes.clear()
+            self.bytes = self.hits = self.misses = self.fallbacks = 0
 
     def stats(self) -> dict[str, int]:
-        return {"entries": len(self._entries), "hits": self.hits, "misses": self.misses, "fallbacks": self.fallbacks}
+        return {"entries": len(self._entries), "hits": self.hits, "misses": self.misses, "fallbacks": self.fallbacks,
+                "bytes": self.bytes}
 
     def key(self, text: str, contract: Contract, role: Role) -> tuple[tuple, list[tuple[str, Any]]]:
         template, lits = template_of(text)
@@ -165,12 +171,19 @@ class TemplateCache:
              contract: Contract, role: Role) -> None:
         self.misses += 1
         entry = _template(lits, plan, q, contract, role)
+        size = len(key[2]) + (0 if entry is None else len(q.sql) + len(q.normalized) + 64 * len(q.params))
+        if size > self.max_bytes:
+            return
         with self._lock:
             if key in self._entries:
                 return
-            while len(self._entries) >= self.size:
-                self._entries.pop(next(iter(self._entries)))
+            while self._entries and (len(self._entries) >= self.size or self.bytes + size > self.max_bytes):
+                oldest = next(iter(self._entries))
+                del self._entries[oldest]
+                self.bytes -= self._sizes.pop(oldest)
             self._entries[key] = entry
+            self._sizes[key] = size
+            self.bytes += size
 
 
 def _template(lits: list[tuple[str, Any]], plan: BoundExploration, q: CompiledQuery,
