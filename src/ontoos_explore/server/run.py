@@ -14,16 +14,19 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import logging
 import os
 import sys
 from pathlib import Path
 
+import anyio
+
 from ..contract import Contract
 from ..engine.executor import Executor, open_pool
 from ..engine.settings import Settings
 from ..governance.registry import Registry
-from ..service import Explorer
+from ..service import Answer, Explorer
 from .config import Authenticator, Principal, ServerConfig
 from .http import build_app
 from .tools import Tools
@@ -111,10 +114,58 @@ async def run_stdio(contract: Contract, settings: Settings, dsn: str, principal:
         tools = Tools(contract, Explorer(contract, Executor(pool, contract, settings)), registry, audit)
         server = build_server(tools, fixed(principal), surface="mcp-stdio")
         async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+            forward, inbound = anyio.create_memory_object_stream(0)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(answer_unreadable, read, forward, write,
+                              lambda e: tools.record(Answer(e.to_envelope(), error=e), principal, "mcp-stdio", None))
+                await server.run(inbound, write, server.create_initialization_options())
+                tg.cancel_scope.cancel()
     finally:
         await close_audit(audit)
         await pool.close()
+
+
+async def answer_unreadable(read, forward, write, on_refusal=None) -> None:
+    """Between the stdio transport and the server. A line the SDK cannot read reaches the
+    server as an exception, and goes unanswered, so a client waiting on its id would wait
+    for ever; JSON-RPC answers it: -32700 (not JSON) or -32600 (not a JSON-RPC message),
+    with its id when one can be read, else null, and the envelope in `error.data`;
+    `on_refusal(error)` records it (the audit, like every other refusal)."""
+    from mcp.shared.message import SessionMessage
+    from mcp.types import INVALID_REQUEST, PARSE_ERROR, JSONRPCError
+
+    from ..errors import Codes, InputError
+    from .http import rpc_payload
+
+    async with forward:
+        async for item in read:
+            if not isinstance(item, Exception):
+                await forward.send(item)
+                continue
+            errors = item.errors() if hasattr(item, "errors") else []
+            not_json = any(err.get("type") == "json_invalid" for err in errors)
+            e = InputError(Codes.INVALID_REQUEST, "the line is not JSON" if not_json else "the line is not a JSON-RPC message",
+                           hint="send one JSON-RPC 2.0 message per line, UTF-8, without unpaired surrogates")
+            payload = rpc_payload(e, PARSE_ERROR if not_json else INVALID_REQUEST)
+            payload["id"] = _id_of(errors)
+            if on_refusal is not None:
+                on_refusal(e)
+            await write.send(SessionMessage(JSONRPCError.model_validate(payload)))
+
+
+def _id_of(errors: list[dict]) -> int | str | None:
+    """The id of a message the SDK could not read, when one can be read at all."""
+    for err in errors:
+        raw = err.get("input")
+        if isinstance(raw, (str, bytes)):
+            try:
+                raw = json.loads(raw)  # Python's reader takes what the SDK's strict one refused (a lone surrogate)
+            except (ValueError, RecursionError):  # not JSON, or nested past any sense
+                return None
+        if isinstance(raw, dict):
+            ident = raw.get("id")
+            return ident if isinstance(ident, (int, str)) and not isinstance(ident, bool) else None
+    return None
 
 
 def log_to_stderr(level: str = "WARNING") -> None:
