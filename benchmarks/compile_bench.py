@@ -22,9 +22,9 @@ from __future__ import annotations
 import dataclasses
 import gc
 import itertools
-from decimal import Decimal
 import statistics
 import time
+from decimal import Decimal
 
 import pglast.parser
 import sqlglot
