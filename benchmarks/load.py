@@ -49,13 +49,11 @@ import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
-import http.client
 import json
 import os
 import random
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -74,6 +72,7 @@ from psycopg.conninfo import make_conninfo  # noqa: E402
 
 from benchmarks.common import CONTRACT_PATH, RESULTS, ROOT, log, machine, rss_kb, summary_ms, versions  # noqa: E402
 from benchmarks.db import DATA, ensure_database  # noqa: E402
+from benchmarks.server_bench import _free_port, _ontoos, cpu_seconds, wait_healthy  # noqa: E402
 
 SCALE = 4.0
 AUDIT_DB = "ontoos_load_audit"
@@ -158,12 +157,6 @@ def fresh_audit_db(dsn: str) -> str:
     return make_conninfo(dsn, dbname=AUDIT_DB)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _proc_status(pid: int, key: str) -> int | None:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -174,17 +167,9 @@ def _proc_status(pid: int, key: str) -> int | None:
     return None
 
 
-def _cpu_s(pid: int) -> float | None:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def _children_cpu_s(ppid: int) -> float:
+def _childrencpu_seconds(ppid: int) -> float:
     """CPU seconds of a process and its live children (PostgreSQL: the postmaster and its backends)."""
-    total = _cpu_s(ppid) or 0.0
+    total = cpu_seconds(ppid) or 0.0
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -216,8 +201,7 @@ class Server:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ONTOOS_")}
         env.update(ONTOOS_DSN=dsn, ONTOOS_AUDIT_DSN=audit_dsn, ONTOOS_CONTRACT=str(contract),
                    ONTOOS_DATA_DIR=str(workdir / "unused"), PYTHONUNBUFFERED="1")
-        exe = Path(sys.executable).with_name("ontoos")
-        self.cmd = [str(exe) if exe.exists() else "ontoos", "serve", "--http", f"127.0.0.1:{self.port}",
+        self.cmd = [_ontoos(), "serve", "--http", f"127.0.0.1:{self.port}",
                     "--config", str(config)]
         self.stderr_path = workdir / "serve.stderr.log"
         self._err = open(self.stderr_path, "wb")
@@ -236,21 +220,7 @@ class Server:
         return self.proc.pid
 
     def _wait_healthy(self, timeout: float = 90) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"ontoos serve exited with {self.proc.returncode}:\n{self.stderr()}")
-            with contextlib.suppress(OSError):
-                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
-                conn.request("GET", "/healthz")
-                if conn.getresponse().status == 200:
-                    conn.close()
-                    return
-                conn.close()
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"ontoos serve was not healthy in {timeout} s:\n{self.stderr()}")
-            time.sleep(0.1)
+        wait_healthy(self.proc, self.port, timeout, self.stderr, self.stop)
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(encoding="utf-8", errors="replace")
@@ -446,7 +416,7 @@ async def _sampler(srv: Server, dsn: str, samples: list[dict], stop: asyncio.Eve
                                                    application_name="ontoos-load-probe")
                 except psycopg.Error:
                     pass
-            samples.append({"t": round(time.monotonic() - t0, 1), "rss_kb": rss_kb(srv.pid), "cpu_s": _cpu_s(srv.pid),
+            samples.append({"t": round(time.monotonic() - t0, 1), "rss_kb": rss_kb(srv.pid), "cpu_s": cpu_seconds(srv.pid),
                             "fds": _fds(srv.pid), "threads": _proc_status(srv.pid, "Threads"),
                             "pool": _pool(acts) if acts is not None else None,
                             "busy": _busy(acts) if acts is not None else None, "activity": acts})
@@ -541,14 +511,14 @@ def run(args) -> dict:
     records: list[Record] = []
     samples: list[dict] = []
     outage = Outage(args.outage_after, args.outage) if args.outage else None
-    cpu0, pg0, me0, wall0 = _cpu_s(srv.pid), _children_cpu_s(pg.get_pid()), os.times(), time.monotonic()
+    cpu0, pg0, me0, wall0 = cpu_seconds(srv.pid), _childrencpu_seconds(pg.get_pid()), os.times(), time.monotonic()
     try:
         marks = asyncio.run(_load(srv, dsn, args, records, samples, pg, outage))
-        me1, pg1, wall1 = os.times(), _children_cpu_s(pg.get_pid()), time.monotonic()
+        me1, pg1, wall1 = os.times(), _childrencpu_seconds(pg.get_pid()), time.monotonic()
         conns["after_load"] = probe()
         memory["end_kb"] = rss_kb(srv.pid)
         memory["hwm_kb"] = _proc_status(srv.pid, "VmHWM")
-        cpu1 = _cpu_s(srv.pid)
+        cpu1 = cpu_seconds(srv.pid)
     finally:
         code, stop_s = srv.stop()
     conns["after_shutdown"] = probe()

@@ -31,7 +31,7 @@ import time
 
 import pglast.parser
 
-from ontoos_explore.allowed import allowed_for_role, allowed_for_scope
+from ontoos_explore.allowed import allowed_for_role
 from ontoos_explore.compiler import compile_plan
 from ontoos_explore.contract import Contract, parse_contract
 from ontoos_explore.grammar.parser import parse_text

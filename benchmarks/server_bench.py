@@ -54,6 +54,26 @@ def cpu_seconds(pid: int) -> float | None:
         return None
 
 
+def wait_healthy(proc: subprocess.Popen, port: int, timeout: float, stderr, stop) -> None:
+    """Until GET /healthz on 127.0.0.1:`port` answers 200; RuntimeError (with `stderr()`, after
+    `stop()`) if the process exits or `timeout` passes first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"ontoos serve exited with {proc.returncode}:\n{stderr()}")
+        with contextlib.suppress(OSError):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/healthz")
+            healthy = conn.getresponse().status == 200
+            conn.close()
+            if healthy:
+                return
+        if time.monotonic() > deadline:
+            stop()
+            raise RuntimeError(f"ontoos serve was not healthy in {timeout} s:\n{stderr()}")
+        time.sleep(0.1)
+
+
 class ServeProcess:
     def __init__(self, dsn: str, workdir: Path) -> None:
         self.token = secrets.token_urlsafe(24)
@@ -77,21 +97,8 @@ class ServeProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def _wait_healthy(self, timeout: float = 90) -> float:
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"ontoos serve exited with {self.proc.returncode}:\n{self.stderr()}")
-            with contextlib.suppress(OSError):
-                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
-                conn.request("GET", "/healthz")
-                if conn.getresponse().status == 200:
-                    conn.close()
-                    return round(time.perf_counter() - self.started, 2)
-                conn.close()
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"ontoos serve was not healthy in {timeout} s:\n{self.stderr()}")
-            time.sleep(0.1)
+        wait_healthy(self.proc, self.port, timeout, self.stderr, self.stop)
+        return round(time.perf_counter() - self.started, 2)
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(encoding="utf-8", errors="replace")[-4000:]
