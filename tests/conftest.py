@@ -62,3 +62,17 @@ async def executor_for(dsn: str, contract, **settings):
         yield Executor(pool, contract, chosen)
     finally:
         await pool.close()
+
+
+@pytest.fixture
+async def pool(pg_dsn):
+    """(a pool of two connections to the test database, its Settings), closed after the test."""
+    from ontoos_explore.engine.executor import open_pool
+    from ontoos_explore.engine.settings import Settings
+
+    settings = Settings(dsn=pg_dsn, pool_max=2)
+    p = await open_pool(pg_dsn, settings)
+    try:
+        yield p, settings
+    finally:
+        await p.close()

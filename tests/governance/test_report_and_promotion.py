@@ -33,8 +33,7 @@ from mcp import Client
 
 from ontoos_explore import cli
 from ontoos_explore.allowed import allowed_for_read_sets
-from ontoos_explore.engine.executor import Executor, open_pool
-from ontoos_explore.engine.settings import Settings
+from ontoos_explore.engine.executor import Executor
 from ontoos_explore.governance import report as rep
 from ontoos_explore.governance.audit import AuditWriter
 from ontoos_explore.governance.registry import Registry
@@ -354,16 +353,6 @@ def _expected_rows(dsn: str, ns: str, kind: str, n: int) -> list[list[Any]]:
 
 def _sorted(rows):
     return sorted(rows, key=lambda r: json.dumps(r))
-
-
-@pytest.fixture
-async def pool(pg_dsn):
-    settings = Settings(dsn=pg_dsn, pool_max=2)
-    p = await open_pool(pg_dsn, settings)
-    try:
-        yield p, settings
-    finally:
-        await p.close()
 
 
 @pytest.mark.anyio

@@ -24,8 +24,7 @@ from mcp.types import INVALID_PARAMS
 
 from ontoos_explore import load_contract
 from ontoos_explore.engine.demo_data import SECRET_MARKER
-from ontoos_explore.engine.executor import Executor, open_pool
-from ontoos_explore.engine.settings import Settings
+from ontoos_explore.engine.executor import Executor
 from ontoos_explore.governance.registry import Registry
 from ontoos_explore.server.config import Principal
 from ontoos_explore.server.mcp_server import build_server, fixed
@@ -103,16 +102,6 @@ HOSTS_QUERY = {
 @pytest.fixture(params=["auto", "legacy"])
 def mode(request) -> str:
     return request.param
-
-
-@pytest.fixture
-async def pool(pg_dsn):
-    settings = Settings(dsn=pg_dsn, pool_max=2)
-    p = await open_pool(pg_dsn, settings)
-    try:
-        yield p, settings
-    finally:
-        await p.close()
 
 
 def write_registry(path: Path, queries: list[dict[str, Any]]) -> Path:
