@@ -93,7 +93,8 @@ def markdown(res: dict) -> str:
     if "execution" in res:
         e = res["execution"]
         lines += ["## Execution path (embedded PostgreSQL, demo lakehouse)", "",
-                  "direct: psycopg AsyncRawCursor, same SQL and params, autocommit, no transaction; executor: "
+                  "direct: psycopg AsyncRawCursor, same SQL and params, autocommit, no transaction, in binary and "
+                  "in text format (psycopg's own loaders); every ratio is to the faster of the two; executor: "
                   "Executor.run (READ ONLY transaction, budgets, SET LOCAL ROLE, the shape's cost estimate, JSON-safe "
                   "rows); explore: Explorer.explore (compile through the template cache + executor + envelope), "
                   "the same exploration again; new values: the same shape with values not seen before (template "
@@ -103,7 +104,8 @@ def markdown(res: dict) -> str:
         for cid, r in e["cases"].items():
             s = r["stats"]
             od = r["overhead_vs_direct"]
-            rows.append([cid, r["size"], r["rows"], _f(s["direct"]["p50_ms"], 3), _f(s["executor_no_cost"]["p50_ms"], 3),
+            rows.append([cid, r["size"], r["rows"], _f(s["direct"]["p50_ms"], 3),
+                         _f(s["direct_text"]["p50_ms"], 3) if "direct_text" in s else "", _f(s["executor_no_cost"]["p50_ms"], 3),
                          _f(s["executor"]["p50_ms"], 3), _f(s["explore"]["p50_ms"], 3),
                          _f(s["explore_new_values"]["p50_ms"], 3),
                          _f(s["explore_cold"]["p50_ms"], 3), _f(s["explore+audit"]["p50_ms"], 3),
@@ -111,7 +113,7 @@ def markdown(res: dict) -> str:
                          f"{od['explore_new_values']['ratio']:.2f}x, {od['explore_new_values']['added_ms']:+.3f}",
                          f"{od['explore_cold']['ratio']:.2f}x, {od['explore_cold']['added_ms']:+.3f}",
                          f"{r['audit_added_ms']:+.3f}", r["reps"]])
-        lines += _table(["case", "size", "rows", "direct", "executor w/o cost check", "executor", "explore",
+        lines += _table(["case", "size", "rows", "direct binary", "direct text", "executor w/o cost check", "executor", "explore",
                          "new values", "cold", "explore+audit", "explore/direct, added ms",
                          "new values/direct, added ms", "cold/direct, added ms", "audit ms", "n"], rows)
         for size, s in e["summary"].items():

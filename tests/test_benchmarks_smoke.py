@@ -28,6 +28,7 @@ def test_the_compile_section_runs_and_verifies_its_cache_hits(demo):
 def test_the_execution_section_runs_against_the_database(pg_dsn, demo):
     res = exec_bench.run(demo, pg_dsn, {"small": 3, "large": 3}, cases=exec_bench.CASES[:1], budget_s=0.5)
     (case,) = res["cases"].values()
-    assert set(case["stats"]) == {*exec_bench.VARIANTS, "direct@cold"}
+    assert set(case["stats"]) == {*exec_bench.VARIANTS, "direct@cold", "direct_text@cold"}
+    assert case["direct_ms"] == min(case["stats"][v]["p50_ms"] for v in exec_bench.DIRECT)
     assert case["rows"] == 50 and res["audit_events_dropped"] == 0
     assert set(res["summary"]) == {"small"}

@@ -5,8 +5,10 @@ Each exploration runs in its own READ ONLY transaction whose budgets
 `set_config(..., true)` statement, sent with BEGIN, the query and ROLLBACK in
 one pipeline: a single round trip (two when the cost is checked first).
 The query text is exactly the guarded text, sent with the extended protocol
-(`binary=True` forces it even without parameters), so no second statement
-can ride along.
+(in pipeline mode psycopg always uses it, parameters or not), so no second
+statement can ride along. Results come in text format: PostgreSQL writes
+dates, timestamps and numerics in C, and `rows.json_rows` mostly passes its
+text through (see there).
 
 Where a cost ceiling applies, the planner's estimate for these values
 (`EXPLAIN`, no `ANALYZE`) is asked for first, in the same pipeline; the
@@ -23,6 +25,7 @@ values): SQLSTATEs are translated into envelopes in `translate()`.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import weakref
@@ -37,7 +40,7 @@ from ..compiler import CompiledQuery
 from ..contract import Contract
 from ..errors import Codes, ExploreError, InternalError, UpstreamError
 from ..names import quote_list
-from .rows import json_rows
+from .rows import json_rows, load_as_text
 from .settings import Settings
 
 log = logging.getLogger("ontoos_explore.engine")
@@ -56,7 +59,11 @@ CONNECT_OPTIONS = " ".join(
     for k, v in {
         "search_path": "pg_catalog,pg_temp",
         "standard_conforming_strings": "on",
-        "TimeZone": "UTC",
+        "TimeZone": "UTC",  # timestamptz text ends in +00
+        "DateStyle": "ISO",  # dates and timestamps as YYYY-MM-DD hh:mm:ss
+        "IntervalStyle": "postgres",
+        "bytea_output": "hex",
+        "extra_float_digits": "1",  # floats round-trip
         "default_transaction_read_only": "on",
         "application_name": "ontoos-explore",
         "statement_timeout": "60000",  # a ceiling; each exploration sets its own, lower
@@ -86,6 +93,7 @@ async def open_pool(dsn: str, settings: Settings) -> AsyncConnectionPool:
         min_size=settings.pool_min,
         max_size=settings.pool_max,
         kwargs={"autocommit": True, "options": CONNECT_OPTIONS, "cursor_factory": psycopg.AsyncRawCursor},
+        configure=_configure,
         check=_check_if_idle,
         reset=_stamp,
         timeout=settings.pool_timeout_s,
@@ -97,6 +105,11 @@ async def open_pool(dsn: str, settings: Settings) -> AsyncConnectionPool:
     )
     await pool.open(wait=False)
     return pool
+
+
+async def _configure(conn) -> None:
+    """Pool `configure` hook: the types `rows` takes as PostgreSQL's text, loaded as text."""
+    load_as_text(conn.adapters)
 
 
 _returned: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -206,8 +219,8 @@ class Executor:
             await control.execute(BEGIN)
             await control.execute(sql_budget, budget)
             if estimate is None and (ceiling is not None or dry_run):  # these values' own plan
-                await query.execute(EXPLAIN + q.sql, params, binary=True)
-                plan = (await query.fetchone())[0][0]["Plan"]
+                await query.execute(EXPLAIN + q.sql, params)
+                plan = json.loads((await query.fetchone())[0])[0]["Plan"]
                 estimate = plan["Total Cost"], self._scanned(plan)
                 if dry_run:
                     await control.execute(END)
@@ -216,13 +229,14 @@ class Executor:
             if ceiling is not None and estimate[0] > ceiling:
                 await control.execute(END)
                 raise self._over(q, estimate, ceiling)
-            await query.execute(q.sql, params, binary=True)
+            await query.execute(q.sql, params)
             await control.execute(END)
             rows = await query.fetchall()
+            oids = [c.type_code for c in query.description]
         truncated = len(rows) > q.limit
         masked = self.masked(q)
         return Outcome(
-            rows=json_rows(rows[: q.limit], masked),
+            rows=json_rows(rows[: q.limit], oids, masked),
             truncated=truncated,
             masked_columns=[q.columns[i] for i in sorted(masked)],
             elapsed_ms=_ms(started),
