@@ -174,6 +174,14 @@ def run(contract: Contract, reps: int, rounds: int = 5, cases: list[Case] | None
 
     ratio_summary = ratio_summary_of("whole_over", "whole")
     seen_summary = ratio_summary_of("seen_over", SEEN)
+    # The floor under the cold-shape ratio: the required stages, each timed alone in a warm loop
+    # (the best case: no glue, caches hot), over sqlglot's parse + walk of the same question.
+    floor = {
+        name: round(_median([sum(c["stats"][s]["p50_us"] for s in stages) / c["stats"]["sqlglot"]["p50_us"]
+                             for c in per_case]), 3)
+        for name, stages in (("lark_parse_plus_sqlglot_generate", ("parse", "generate")),
+                             ("four_stages_alone", STAGES[:-1]))
+    } if per_case and "sqlglot" in per_case[0]["stats"] else {}
     by_kind = {}
     for kind in KINDS:
         group = [c for c in per_case if c["kind"] == kind]
@@ -192,7 +200,7 @@ def run(contract: Contract, reps: int, rounds: int = 5, cases: list[Case] | None
     return {
         "reps_per_case": reps, "rounds": rounds, "cases": len(per_case), "elapsed_s": round(elapsed, 1),
         "prqlc": prql_status, "overall": overall, "whole_over": ratio_summary, "seen_over": seen_summary,
-        "by_kind": by_kind,
+        "by_kind": by_kind, "floor_over_sqlglot": floor,
         "per_case": per_case,
     }
 

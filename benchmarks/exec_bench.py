@@ -23,6 +23,11 @@ noise treat every variant alike):
              EXPLAIN before every query
   explore+audit  Tools.explore: the same, plus an audit Event recorded into a
              started AuditWriter (queue + background COPY batches)
+  explain    (floor) psycopg running the EXPLAIN the executor sends for a value set
+             it has not seen, alone: what `new values` cannot go below, since the
+             cost is checked before the query runs
+  convert    (floor) rows.json_rows over rows fetched once in text format: the
+             JSON-safe reshaping alone
   executor_no_cost  (decomposition) Executor.run with the role's max_cost
              removed: the transaction wrapper without the EXPLAIN round trip
   compile    (decomposition) compile_exploration alone, timed in the same rotation
@@ -41,7 +46,8 @@ import time
 import psycopg
 
 from ontoos_explore.contract import Contract
-from ontoos_explore.engine.executor import CONNECT_OPTIONS, Executor, open_pool
+from ontoos_explore.engine.executor import CONNECT_OPTIONS, EXPLAIN, Executor, open_pool
+from ontoos_explore.engine.rows import json_rows, load_as_text
 from ontoos_explore.engine.settings import Settings
 from ontoos_explore.pipeline import compile_exploration
 from ontoos_explore.server.config import Principal
@@ -76,8 +82,9 @@ CASES = (
 )
 
 COLD = ("compile_cold", "explore_cold")
-DIRECT = ("direct", "direct_text")  # timed in a rotation of their own, with direct again
-VARIANTS = ("direct", "direct_text", "executor", "executor_no_cost", "compile", "compile_cold", "explore", "explore_new_values",
+DIRECT = ("direct", "direct_text")
+FLOORS = ("explain", "convert")  # timed in a rotation of their own, with direct again
+VARIANTS = ("direct", "direct_text", "explain", "convert", "executor", "executor_no_cost", "compile", "compile_cold", "explore", "explore_new_values",
             "explore_cold", "explore+audit")
 
 
@@ -97,6 +104,9 @@ async def _bench(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES
     tools = Tools(contract, explorer, None, audit)
     direct = await psycopg.AsyncConnection.connect(dsn, autocommit=True, options=CONNECT_OPTIONS,
                                                    cursor_factory=psycopg.AsyncRawCursor)
+    explainer = await psycopg.AsyncConnection.connect(dsn, autocommit=True, options=CONNECT_OPTIONS,
+                                                      cursor_factory=psycopg.AsyncRawCursor)
+    load_as_text(explainer.adapters)  # as the pool's connections
     out: dict[str, dict] = {}
     try:
         for case_id, size, role, text in cases:
@@ -115,6 +125,19 @@ async def _bench(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES
                 cur = direct.cursor()
                 await cur.execute(q.sql, params)
                 return len(await cur.fetchall())
+
+            async def v_explain():
+                cur = explainer.cursor()
+                await cur.execute(EXPLAIN + q.sql, params)
+                return len(await cur.fetchall())
+
+            cur = explainer.cursor()
+            await cur.execute(q.sql, params)
+            fetched = (await cur.fetchall())[: q.limit]
+            oids = [c.type_code for c in cur.description]
+
+            async def v_convert():
+                return len(json_rows(fetched, oids, set()))
 
             async def v_executor():
                 return len((await executor.run(q)).rows)
@@ -148,7 +171,8 @@ async def _bench(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES
                 assert a.ok, a.envelope
                 return a.envelope["meta"]["rows"]
 
-            fns = {"direct": v_direct, "direct_text": v_direct_text, "executor": v_executor, "executor_no_cost": v_executor_no_cost,
+            fns = {"direct": v_direct, "direct_text": v_direct_text, "explain": v_explain, "convert": v_convert,
+                   "executor": v_executor, "executor_no_cost": v_executor_no_cost,
                    "compile": v_compile, "compile_cold": v_compile_cold, "explore": v_explore,
                    "explore_new_values": v_explore_new_values, "explore_cold": v_explore_cold, "explore+audit": v_explore_audit}
             counts = {name: await fn() for name, fn in fns.items()}
@@ -183,7 +207,7 @@ async def _bench(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES
                 base = min(stats[v + at[name]]["p50_ms"] for v in DIRECT)  # psycopg's faster format
                 return {"added_ms": round(stats[name]["p50_ms"] - base, 3), "ratio": round(stats[name]["p50_ms"] / base, 3)}
 
-            overhead = {name: versus(name) for name in fns if name not in (*DIRECT, "compile", "compile_cold")}
+            overhead = {name: versus(name) for name in fns if name not in (*DIRECT, *FLOORS, "compile", "compile_cold")}
             out[case_id] = {
                 "size": size, "role": role, "direct_ms": d, "exploration": text, "rows": counts["explore"],
                 "direct_rows_fetched": counts["direct"], "limit": q.limit, "heavy": heavy,
@@ -197,6 +221,7 @@ async def _bench(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES
                 f"+audit {stats['explore+audit']['p50_ms']:7.3f} ms  rows {counts['explore']}")
     finally:
         await direct.close()
+        await explainer.close()
         await audit.close()
         await pool.close()
     return {"cases": out, "audit_events_written": audit.written, "audit_events_dropped": audit.dropped}
@@ -228,6 +253,8 @@ def summarize(cases: dict) -> dict:
                 c["overhead_vs_direct"]["explore_cold"]["ratio"] for c in group), 3),
             "median_added_ms_explore_cold": round(statistics.median(
                 c["overhead_vs_direct"]["explore_cold"]["added_ms"] for c in group), 3),
+            "median_explain_ms": round(statistics.median(c["stats"]["explain"]["p50_ms"] for c in group), 3),
+            "median_convert_ms": round(statistics.median(c["stats"]["convert"]["p50_ms"] for c in group), 3),
             "median_cost_check_ms": round(statistics.median(
                 c["stats"]["executor"]["p50_ms"] - c["stats"]["executor_no_cost"]["p50_ms"] for c in group), 3),
             "median_compile_ms": round(statistics.median(c["stats"]["compile"]["p50_ms"] for c in group), 3),

@@ -70,6 +70,12 @@ def markdown(res: dict) -> str:
                          f"{r['cases_at_most_1x']}/{r['cases']} ({r['cases_at_most_0_5x']} <= 0.5x)"])
         lines += ["Our whole pipeline as a ratio to each alternative (per exploration, same question):", ""]
         lines += _table(["alternative", "median ratio", "ratio of pooled medians", "range", "cases <= 1.0x"], rows)
+        floor = c.get("floor_over_sqlglot") or {}
+        if floor:
+            lines += [f"The floor under the cold-shape ratio (median over the corpus; each stage timed alone in "
+                      f"a warm loop, no glue): Lark's parse plus sqlglot's generation, both required, "
+                      f"**{floor['lark_parse_plus_sqlglot_generate']:.2f}x** sqlglot's parse + walk; the four "
+                      f"stages summed **{floor['four_stages_alone']:.2f}x**.", ""]
         if not c["prqlc"]["available"]:
             lines += [f"prqlc could not be imported: {c['prqlc'].get('error')}", ""]
         kinds = c["by_kind"]
@@ -94,7 +100,9 @@ def markdown(res: dict) -> str:
         e = res["execution"]
         lines += ["## Execution path (embedded PostgreSQL, demo lakehouse)", "",
                   "direct: psycopg AsyncRawCursor, same SQL and params, autocommit, no transaction, in binary and "
-                  "in text format (psycopg's own loaders); every ratio is to the faster of the two; executor: "
+                  "in text format (psycopg's own loaders); every ratio is to the faster of the two; EXPLAIN alone: "
+                  "psycopg running the cost check's EXPLAIN by itself (the floor under new values); convert alone: "
+                  "rows.json_rows over rows already fetched; executor: "
                   "Executor.run (READ ONLY transaction, budgets, SET LOCAL ROLE, the shape's cost estimate, JSON-safe "
                   "rows); explore: Explorer.explore (compile through the template cache + executor + envelope), "
                   "the same exploration again; new values: the same shape with values not seen before (template "
@@ -105,7 +113,9 @@ def markdown(res: dict) -> str:
             s = r["stats"]
             od = r["overhead_vs_direct"]
             rows.append([cid, r["size"], r["rows"], _f(s["direct"]["p50_ms"], 3),
-                         _f(s["direct_text"]["p50_ms"], 3) if "direct_text" in s else "", _f(s["executor_no_cost"]["p50_ms"], 3),
+                         _f(s["direct_text"]["p50_ms"], 3) if "direct_text" in s else "",
+                         _f(s["explain"]["p50_ms"], 3) if "explain" in s else "",
+                         _f(s["convert"]["p50_ms"], 3) if "convert" in s else "", _f(s["executor_no_cost"]["p50_ms"], 3),
                          _f(s["executor"]["p50_ms"], 3), _f(s["explore"]["p50_ms"], 3),
                          _f(s["explore_new_values"]["p50_ms"], 3),
                          _f(s["explore_cold"]["p50_ms"], 3), _f(s["explore+audit"]["p50_ms"], 3),
@@ -113,7 +123,8 @@ def markdown(res: dict) -> str:
                          f"{od['explore_new_values']['ratio']:.2f}x, {od['explore_new_values']['added_ms']:+.3f}",
                          f"{od['explore_cold']['ratio']:.2f}x, {od['explore_cold']['added_ms']:+.3f}",
                          f"{r['audit_added_ms']:+.3f}", r["reps"]])
-        lines += _table(["case", "size", "rows", "direct binary", "direct text", "executor w/o cost check", "executor", "explore",
+        lines += _table(["case", "size", "rows", "direct binary", "direct text", "EXPLAIN alone", "convert alone",
+                         "executor w/o cost check", "executor", "explore",
                          "new values", "cold", "explore+audit", "explore/direct, added ms",
                          "new values/direct, added ms", "cold/direct, added ms", "audit ms", "n"], rows)
         for size, s in e["summary"].items():
@@ -124,7 +135,9 @@ def markdown(res: dict) -> str:
                          f"without the cost check {s['median_ratio_executor_no_cost']:.2f}x. Medians: compile "
                          f"{s['median_compile_ms']:.3f} ms seen, {s['median_compile_cold_ms']:.3f} ms cold (its own rotation); "
                          f"explore minus executor {s['median_explore_minus_executor_ms']:.3f} ms; cost check "
-                         f"{s['median_cost_check_ms']:+.3f} ms; audit adds {s['median_audit_added_ms']:+.3f} ms.")
+                         f"{s['median_cost_check_ms']:+.3f} ms; audit adds {s['median_audit_added_ms']:+.3f} ms"
+                         + (f"; floors: EXPLAIN alone {s['median_explain_ms']:.3f} ms, JSON-safe rows alone "
+                            f"{s['median_convert_ms']:.3f} ms." if "median_explain_ms" in s else "."))
         lines.append(f"- audit events written by the benchmark's AuditWriter: {e.get('audit_events_written')} "
                      f"(dropped {e.get('audit_events_dropped')}).")
         lines.append("")
