@@ -8,9 +8,10 @@ Per exploration of the corpus, in one process and interleaved round by round
             guard (guard.check on the compiled SQL, allowed_for_role with the
             compiled limit, as pipeline.verify calls it), whole
             (pipeline.compile_exploration with cache=None: a cold shape), seen
-            (compile_exploration through a primed templates.TemplateCache, the
-            text alternating with the same text with other literal values: a
-            shape already seen)
+            (compile_exploration through a primed templates.TemplateCache
+            without its exact-text table, the text alternating with the same
+            text with other literal values: a shape already seen), again (the
+            very same text, through a default cache: its exact-text table)
   sqlglot   sqlglot.parse_one(hand-written SQL, dialect="postgres") plus a walk
             collecting exp.Column and exp.Table nodes ("restricted raw SQL")
   prqlc     prqlc.compile(PRQL) to PostgreSQL (no formatting, no signature)
@@ -45,6 +46,7 @@ from .corpus import CASES, KINDS, Case
 
 STAGES = ("parse", "bind", "generate", "guard", "whole")
 SEEN = "seen"
+AGAIN = "again"  # the very same text again: the exact-text table
 ALTERNATIVES = ("sqlglot", "prqlc", "pglast")
 
 
@@ -60,14 +62,12 @@ def sqlglot_walk(sql: str) -> int:
 def mutate(text: str) -> str:
     """The same exploration with other literal values (ints +1, strings suffixed, decimals nudged)."""
     def sub(m):
-        kind, tok = m.lastgroup, m.group()
-        if kind == "integer":
-            return str(int(tok) + 1)
-        if kind == "decimal":
-            return str(Decimal(tok) + Decimal("0.01"))
-        if kind == "string":
+        tok = m.group()
+        if tok[0] in "'\"":
             return tok[:-1] + "z" + tok[-1]
-        return tok
+        if tok[0] in "-0123456789":
+            return str(Decimal(tok) + Decimal("0.01")) if "." in tok else str(int(tok) + 1)
+        return tok  # booleans, limit N
     return _LITERAL.sub(sub, text)
 
 
@@ -83,7 +83,7 @@ def _variants(text: str, contract: Contract, role: str) -> tuple[itertools.cycle
             texts.append(other)
         except ExploreError:
             pass
-    cache = TemplateCache()
+    cache = TemplateCache(exact=False)  # template hits, not the table of texts asked again exactly
     compile_exploration(text, contract, role, cache=cache)
     for t in texts:
         assert compile_exploration(t, contract, role, cache=cache) == compile_exploration(t, contract, role, cache=None)
@@ -105,6 +105,10 @@ def contenders(case: Case, contract: Contract, prql_compile=None) -> dict:
     assert sqlglot_walk(case.sql) > 0
     text, sql, prql, final = case.text, case.sql, case.prql, q.sql
     seen, cache = _variants(text, contract, case.role)
+    again = TemplateCache()
+    compile_exploration(text, contract, case.role, cache=again)
+    assert compile_exploration(text, contract, case.role, cache=again) is compile_exploration(
+        text, contract, case.role, cache=again) and again.exact_hits == 2
     fns = {
         "parse": lambda: parse_text(text),
         "bind": lambda: bind(e, contract, role),
@@ -112,6 +116,7 @@ def contenders(case: Case, contract: Contract, prql_compile=None) -> dict:
         "guard": lambda: check(final, allowed, n_params),
         "whole": lambda: compile_exploration(text, contract, case.role, cache=None),
         SEEN: lambda: compile_exploration(next(seen), contract, case.role, cache=cache),
+        AGAIN: lambda: compile_exploration(text, contract, case.role, cache=again),
         "sqlglot": lambda: sqlglot_walk(sql),
         "pglast": lambda: pglast.parser.parse_sql_json(final),
     }

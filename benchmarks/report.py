@@ -56,6 +56,7 @@ def markdown(res: dict) -> str:
         names = [("parse", "parse (Lark)"), ("bind", "bind (policy)"), ("generate", "generate (sqlglot + fingerprint)"),
                  ("guard", "guard (pglast + walk)"), ("whole", "**whole compile_exploration, cold shape**"),
                  ("seen", "**shape already seen (template cache hit, other values)**"),
+                 ("again", "the same text asked again (exact-text table)"),
                  ("sqlglot", "sqlglot.parse_one(hand SQL) + walk"), ("prqlc", "prqlc.compile(PRQL)"),
                  ("pglast", "pglast parse_sql_json(final SQL)")]
         lines += _table(["stage", "p50 us", "p99 us"],

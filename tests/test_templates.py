@@ -83,7 +83,7 @@ def test_a_primed_cache_answers_as_the_whole_pipeline(data):
     assert primed == outcome(first, role, None)
     assert outcome(second, role, cache) == outcome(second, role, None)
     if primed[0] == "ok" and template_of(first)[0] == template_of(second)[0]:
-        assert cache.hits + cache.fallbacks == 1  # the twin met the entry
+        assert cache.hits + cache.fallbacks + cache.exact_hits == 1  # the twin met the entry (or was the same text)
 
 
 @settings(max_examples=300, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -131,12 +131,16 @@ def _golden():
 
 @pytest.mark.parametrize(("role", "text"), _golden())
 def test_golden_cases_hit_with_identical_queries(role, text):
-    cache = TemplateCache()
+    cache = TemplateCache(exact=False)
     whole = compile_exploration(text, CONTRACT, role, cache=None)
     assert compile_exploration(text, CONTRACT, role, cache=cache) == whole
     again = compile_exploration(text, CONTRACT, role, cache=cache)
     assert again == whole and again.sql == whole.sql
-    assert cache.hits == 1
+    assert cache.hits == 1 and cache.stats()["exact_entries"] == 0
+    exact = TemplateCache()
+    first = compile_exploration(text, CONTRACT, role, cache=exact)
+    assert compile_exploration(text, CONTRACT, role, cache=exact) is first == whole
+    assert exact.exact_hits == 1 and exact.hits == 0
 
 
 TEXT = "explore workloads fields name, replicas where replicas >= 2 and name like 'api%' limit 10"
@@ -146,7 +150,9 @@ def test_a_hit_binds_the_new_values_and_keeps_the_guarded_sql():
     cache = TemplateCache()
     first = compile_exploration(TEXT, CONTRACT, "analyst", cache=cache)
     second = compile_exploration(TEXT.replace(">= 2", ">= 5").replace("'api%'", "'db%'"), CONTRACT, "analyst", cache=cache)
-    assert cache.stats() | {"bytes": 0} == {"entries": 1, "hits": 1, "misses": 1, "fallbacks": 0, "bytes": 0}
+    assert cache.stats() | {"bytes": 0, "exact_bytes": 0} == {"entries": 1, "hits": 1, "misses": 1, "fallbacks": 0,
+                                                             "bytes": 0, "exact_entries": 2, "exact_hits": 0,
+                                                             "exact_bytes": 0}
     assert second.sql is first.sql
     assert second.params[:2] == (5, "db%") and second.params[2:] == first.params[2:]  # always-filters kept
     assert second.fingerprint == first.fingerprint
@@ -221,6 +227,37 @@ def test_the_cache_is_bounded_in_bytes_too():
     for n in range(5):
         compile_exploration(big + f" limit {n + 1}", CONTRACT, "analyst", cache=cache)
     assert len(cache) == 2 and cache.bytes <= cache.max_bytes
+
+
+def test_a_text_asked_again_skips_the_template_and_a_refusal_is_never_kept():
+    cache = TemplateCache()
+    first = compile_exploration(TEXT, CONTRACT, "analyst", cache=cache)
+    assert compile_exploration(TEXT, CONTRACT, "analyst", cache=cache) is first
+    assert compile_exploration(TEXT, CONTRACT, "admin", cache=cache) is not first  # per role
+    refused = TEXT.replace(">= 2", ">= 'many'")
+    for _ in range(2):
+        with pytest.raises(ExploreError) as e:
+            compile_exploration(refused, CONTRACT, "analyst", cache=cache)
+        assert e.value.to_envelope()["error"]["code"] == "EX301"
+    assert cache.exact_hits == 1 and cache.stats()["exact_entries"] == 2
+
+
+def test_the_table_of_texts_is_bounded_to_a_quarter():
+    cache = TemplateCache(size=8)
+    for n in range(6):
+        compile_exploration(f"explore workloads fields name limit {n + 1}", CONTRACT, "analyst", cache=cache)
+    assert cache.stats()["exact_entries"] == 2 and len(cache) == 6
+    big = "explore workloads fields name where replicas in (" + ", ".join(str(i) for i in range(150)) + ")"
+    probe = TemplateCache()
+    compile_exploration(big, CONTRACT, "analyst", cache=probe)
+    small = TemplateCache(max_bytes=probe.exact_bytes * 6)  # a quarter: room for one big text, not two
+    for n in range(3):
+        compile_exploration(big + f" limit {n + 1}", CONTRACT, "analyst", cache=small)
+    assert small.stats()["exact_entries"] == 1 and small.exact_bytes <= small.exact_max_bytes
+    off = TemplateCache(exact=False)
+    compile_exploration(TEXT, CONTRACT, "analyst", cache=off)
+    compile_exploration(TEXT, CONTRACT, "analyst", cache=off)
+    assert off.exact_hits == 0 and off.hits == 1
 
 
 def test_template_of_marks_literals_and_keeps_the_limit():

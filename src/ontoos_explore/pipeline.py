@@ -67,13 +67,17 @@ def compile_exploration(
 
     An exploration compiled before for this contract and role, up to its
     literal values, reuses that guarded SQL with its new values
-    (`templates.py`): a text is matched before it is parsed, the JSON form
-    and an Exploration after. `cache=None` always takes the whole path."""
+    (`templates.py`): a text is matched before it is parsed (a text asked
+    again exactly, before even its template is made), the JSON form and an
+    Exploration after. `cache=None` always takes the whole path."""
     role_ = resolve_role(contract, role)
     if cache is None:
         return _compile(source, parse_source(source), contract, role_)[0]
     text = source.get("query") if isinstance(source, dict) and len(source) == 1 else source
     if isinstance(text, str):  # the text form, alone or as {"query": text}
+        again = cache.exact(text, contract, role_)
+        if again is not None:
+            return again
         exploration = None
         key, lits = cache.key(text, contract, role_)
         hit = cache.lookup(key, lits, text)
@@ -81,11 +85,12 @@ def compile_exploration(
         exploration = parse_source(source)
         key, lits = cache.key_of_ir(exploration, contract, role_)
         hit = cache.lookup(key, lits)
-    if hit is not None:
-        return hit
-    compiled, plan = _compile(source, exploration or parse_source(source), contract, role_)
-    cache.fill(key, lits, plan, compiled, contract, role_)
-    return compiled
+    if hit is None:
+        hit, plan = _compile(source, exploration or parse_source(source), contract, role_)
+        cache.fill(key, lits, plan, hit, contract, role_)
+    if isinstance(text, str):
+        cache.remember(text, contract, role_, hit)
+    return hit
 
 
 def _compile(source: str | dict[str, Any] | Exploration, exploration: Exploration, contract: Contract, role_: Role):

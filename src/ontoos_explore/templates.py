@@ -27,6 +27,11 @@ normalized text splits at them; otherwise the text is remembered as not
 cacheable. The key holds the contract hash and the role, so a new contract
 or another role never meets an old entry.
 
+A text asked again exactly as before (same contract, role and characters)
+skips even the template: a second, smaller table maps it to the query its
+first compile or hit returned (deterministic, immutable), bounded at a
+quarter of the entries and bytes.
+
 The literal tokens are found with one regular expression mirroring
 `explore.lark`'s STRING, DECIMAL, INT, TRUE and FALSE (and `limit N`, which
 stays part of the template: it changes the SQL). A name never holds a
@@ -55,37 +60,42 @@ if TYPE_CHECKING:
     from .policy.bound import BoundExploration
 
 _WS = "[ \t\r\n\f]"
-_LITERAL = re.compile(  # the lookahead lets the engine skip most positions at one character's cost
-    rf"(?=[-0-9'\"lLtTfF])(?:(?P<limit>(?i:\blimit\b){_WS}+-?[0-9]+)"
-    r"|(?P<string>'(?:[^'\\]|''|\\.)*'|\"(?:[^\"\\]|\"\"|\\.)*\")"
-    r"|(?<![A-Za-z0-9_.])(?P<decimal>-?[0-9]+\.[0-9]+)(?![A-Za-z0-9_.])"
-    r"|(?<![A-Za-z0-9_.])(?P<integer>-?[0-9]+)(?![A-Za-z0-9_.])"
-    r"|(?<![A-Za-z0-9_.])(?P<boolean>(?i:true|false))(?![A-Za-z0-9_]))",
+_LITERAL = re.compile(  # one group: split() hands back text and literals alternately, no match objects
+    rf"(?=[-0-9'\"lLtTfF])((?i:\blimit\b){_WS}+-?[0-9]+"  # limit N: part of the template (it changes the SQL)
+    r"|'(?:[^'\\]|''|\\.)*'|\"(?:[^\"\\]|\"\"|\\.)*\""
+    r"|(?<![A-Za-z0-9_.])-?[0-9]+(?:\.[0-9]+)?(?![A-Za-z0-9_.])"
+    r"|(?<![A-Za-z0-9_.])(?i:true|false)(?![A-Za-z0-9_]))",
     re.S,
 )
 _MARK = {"string": "\x00s", "decimal": "\x00d", "integer": "\x00i", "boolean": "\x00b"}
 _SPLIT = "\x00"  # never in a normalized text: check_text refuses NUL in every input
 
 
-_VALUE = {"string": _unquote, "integer": int, "decimal": Decimal, "boolean": lambda tok: tok.lower() == "true"}
-
-
 def template_of(text: str) -> tuple[str, list[tuple[str, Any]]]:
-    """(text with each literal replaced by a typed slot, the literals as (kind, value) in text order)."""
-    parts: list[str] = []
+    """(text with each literal replaced by a typed slot, the literals as (kind, value) in text order).
+    A token's first character says its kind: a quote, t/f, l (limit N), else a number."""
+    pieces = _LITERAL.split(text)
+    parts = [pieces[0]]
     lits: list[tuple[str, Any]] = []
     part, lit = parts.append, lits.append
-    last = 0
-    for m in _LITERAL.finditer(text):
-        kind = m.lastgroup
-        if kind == "limit":
-            continue
-        start, end = m.span()
-        part(text[last:start])
-        part(_MARK[kind])
-        lit((kind, _VALUE[kind](text[start:end])))
-        last = end
-    part(text[last:])
+    for i in range(1, len(pieces), 2):
+        tok, after = pieces[i], pieces[i + 1]
+        first = tok[0]
+        if first in "'\"":
+            lit(("string", _unquote(tok)))
+            part(_MARK["string"])
+        elif first in "lL":
+            part(tok)
+        elif first in "tTfF":
+            lit(("boolean", first in "tT"))
+            part(_MARK["boolean"])
+        elif "." in tok:
+            lit(("decimal", Decimal(tok)))
+            part(_MARK["decimal"])
+        else:
+            lit(("integer", int(tok)))
+            part(_MARK["integer"])
+        part(after)
     return "".join(parts), lits
 
 
@@ -113,15 +123,18 @@ class Template:
 class TemplateCache:
     """Bounded in entries and in bytes (about: the key's template, the SQL, the normalized
     text; a 1,000-value IN list makes a large entry): past either, the oldest go first.
-    Thread-safe."""
+    The table of exact texts holds a quarter of both (`exact=False`: none). Thread-safe."""
 
-    def __init__(self, size: int = 4096, max_bytes: int = 32 * 1024 * 1024) -> None:
+    def __init__(self, size: int = 4096, max_bytes: int = 32 * 1024 * 1024, exact: bool = True) -> None:
         self.size, self.max_bytes = size, max_bytes
+        self.exact_size, self.exact_max_bytes = (size // 4, max_bytes // 4) if exact else (0, 0)
         self._entries: dict[tuple, Template | None] = {}
         self._sizes: dict[tuple, int] = {}
         self.bytes = 0
+        self._exact: dict[tuple, tuple[CompiledQuery, int]] = {}  # (hash, role, text) -> (query, size)
+        self.exact_bytes = 0
         self._lock = threading.Lock()
-        self.hits = self.misses = self.fallbacks = 0
+        self.hits = self.misses = self.fallbacks = self.exact_hits = 0
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -130,11 +143,36 @@ class TemplateCache:
         with self._lock:
             self._entries.clear()
             self._sizes.clear()
-            self.bytes = self.hits = self.misses = self.fallbacks = 0
+            self._exact.clear()
+            self.bytes = self.exact_bytes = self.hits = self.misses = self.fallbacks = self.exact_hits = 0
 
     def stats(self) -> dict[str, int]:
         return {"entries": len(self._entries), "hits": self.hits, "misses": self.misses, "fallbacks": self.fallbacks,
-                "bytes": self.bytes}
+                "bytes": self.bytes, "exact_entries": len(self._exact), "exact_hits": self.exact_hits,
+                "exact_bytes": self.exact_bytes}
+
+    def exact(self, text: str, contract: Contract, role: Role) -> CompiledQuery | None:
+        """The query this very text compiled to before, for this contract and role, or None."""
+        found = self._exact.get((contract.hash, role.name, text))
+        if found is None:
+            return None
+        self.exact_hits += 1
+        return found[0]
+
+    def remember(self, text: str, contract: Contract, role: Role, q: CompiledQuery) -> None:
+        """Keep what `text` compiled to (a hit or a whole compile; never a refusal)."""
+        size = 2 * len(text) + len(q.sql) + len(q.normalized) + 64 * len(q.params)
+        size_cap, bytes_cap = self.exact_size, self.exact_max_bytes
+        if size > bytes_cap:
+            return
+        key = (contract.hash, role.name, text)
+        with self._lock:
+            if key in self._exact:
+                return
+            while self._exact and (len(self._exact) >= size_cap or self.exact_bytes + size > bytes_cap):
+                self.exact_bytes -= self._exact.pop(next(iter(self._exact)))[1]
+            self._exact[key] = (q, size)
+            self.exact_bytes += size
 
     def key(self, text: str, contract: Contract, role: Role) -> tuple[tuple, list[tuple[str, Any]]]:
         template, lits = template_of(text)
@@ -164,7 +202,7 @@ class TemplateCache:
             return None
         self.hits += 1
         pieces = entry.normalized
-        normalized = pieces[0] + "".join([fp.literal_value(v) + rest for v, rest in zip(params, pieces[1:])])
+        normalized = pieces[0] + "".join(map(str.__add__, map(fp.literal_value, params), pieces[1:]))
         return dataclasses.replace(entry.query, params=(*params, *entry.always), normalized=normalized)
 
     def fill(self, key: tuple, lits: list[tuple[str, Any]], plan: BoundExploration, q: CompiledQuery,

@@ -36,6 +36,8 @@ def literal(p: Param) -> str:
 
 def literal_value(v) -> str:
     """A value as the normalized text writes it."""
+    if type(v) is int:  # the common case first (an IN list of ids); bool is not int here
+        return str(v)
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (int, Decimal)):
