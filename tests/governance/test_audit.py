@@ -542,3 +542,35 @@ def test_cli_with_the_audit_store_down_still_answers(cli_env, capsys, monkeypatc
     assert "not recorded" in captured.err
     assert str(empty) not in captured.err and str(empty) not in captured.out
 
+
+
+def test_a_store_made_before_auth_flood_gaps_takes_them_after_ensure_schema(pg_dsn):
+    """The gaps table of an older store had a check without AUTH_FLOOD: ensure_schema widens it,
+    once (a second run changes nothing), in a database of its own so the shared store is untouched."""
+    import psycopg
+
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:
+        admin.execute("DROP DATABASE IF EXISTS audit_migration")
+        admin.execute("CREATE DATABASE audit_migration")
+    dsn = make_conninfo(pg_dsn, dbname="audit_migration")
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE SCHEMA ontoos_audit")
+            conn.execute("CREATE TABLE ontoos_audit.gaps (id text PRIMARY KEY, at timestamptz NOT NULL, "
+                         "reason text NOT NULL CHECK (reason IN ('QUEUE_FULL', 'REJECTED')), events integer NOT NULL, "
+                         "first_at timestamptz, last_at timestamptz, writer text, detail text)")
+            now = dt.datetime.now(dt.timezone.utc)
+            gap = audit.Gap("g1", now, "AUTH_FLOOD", 3, now, now, "test", "3 requests")
+            with pytest.raises(psycopg.errors.CheckViolation):
+                audit.write_gaps(conn, [gap])
+            audit.ensure_schema(conn)
+            oid_before = conn.execute("SELECT oid FROM pg_constraint WHERE conname = 'gaps_reason_check'").fetchone()
+            audit.ensure_schema(conn)
+            assert conn.execute("SELECT oid FROM pg_constraint WHERE conname = 'gaps_reason_check'").fetchone() == oid_before
+            audit.write_gaps(conn, [gap])
+            assert conn.execute("SELECT reason, events FROM ontoos_audit.gaps").fetchall() == [("AUTH_FLOOD", 3)]
+            with pytest.raises(psycopg.errors.CheckViolation):
+                audit.write_gaps(conn, [audit.Gap("g2", now, "ANYTHING", 1, now, now, "test", "")])
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            admin.execute("DROP DATABASE IF EXISTS audit_migration")

@@ -85,7 +85,8 @@ def hostile_contract(path: Path) -> Path:
     return path
 
 
-def write_config(path: Path) -> Path:
+def write_config(path: Path, **extra: Any) -> Path:
+    """The hostile principals; `extra`: more top-level settings (e.g. auth_failures)."""
     principals = {}
     for name, (role, tok, rate) in PRINCIPALS.items():
         entry: dict[str, Any] = {"role": role, "token_sha256": hashlib.sha256(tok.encode()).hexdigest()}
@@ -94,7 +95,7 @@ def write_config(path: Path) -> Path:
         if rate is not None:
             entry["rate_limit"] = rate
         principals[name] = entry
-    path.write_text(yaml.safe_dump({"rate_limit": SERVER_RATE, "principals": principals}, sort_keys=False),
+    path.write_text(yaml.safe_dump({"rate_limit": SERVER_RATE, **extra, "principals": principals}, sort_keys=False),
                     encoding="utf-8")
     return path
 
@@ -110,12 +111,13 @@ def prepare_database(pg_dsn: str, contract_path: Path) -> None:
         grants.apply(conn, load_contract(contract_path), PREFIX)
 
 
-def start_hostile_server(name: str, pg_dsn: str, workdir: Path, **env_extra: str) -> Server:
+def start_hostile_server(name: str, pg_dsn: str, workdir: Path, config_extra: dict | None = None,
+                         **env_extra: str) -> Server:
     """`ontoos serve --http` on a free loopback port with the hostile contract and config."""
     workdir.mkdir(parents=True, exist_ok=True)
     contract = hostile_contract(workdir / "contract.yaml")
     prepare_database(pg_dsn, contract)
-    config = write_config(workdir / "server.yaml")
+    config = write_config(workdir / "server.yaml", **(config_extra or {}))
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ONTOOS_")}
     env.update({"ONTOOS_DSN": pg_dsn, "ONTOOS_CONTRACT": str(contract), "ONTOOS_ROLE_PREFIX": PREFIX,

@@ -26,6 +26,10 @@ Every event is accounted for, never lost silently:
 - `lost`: still queued when `close()` gave up (the store was down at
   shutdown), or on a crash: logged, and the README says so.
 
+Requests the HTTP layer answers 429 for having no valid token past the
+per-address limit are never recorded one by one: `unrecorded()` writes one
+AUTH_FLOOD gap per episode (how many, from where, first and last).
+
 Writes are idempotent (COPY into a temporary table, then INSERT ... ON
 CONFLICT (id) DO NOTHING): a batch whose commit succeeded but whose answer
 was lost is retried without a duplicate and without failing forever.
@@ -81,13 +85,23 @@ CREATE INDEX IF NOT EXISTS events_fingerprint ON ontoos_audit.events (fingerprin
 CREATE TABLE IF NOT EXISTS ontoos_audit.gaps (
   id        text PRIMARY KEY,
   at        timestamptz NOT NULL,
-  reason    text NOT NULL CHECK (reason IN ('QUEUE_FULL', 'REJECTED')),
+  reason    text NOT NULL CONSTRAINT gaps_reason_check CHECK (reason IN ('QUEUE_FULL', 'REJECTED', 'AUTH_FLOOD')),
   events    integer NOT NULL,
   first_at  timestamptz,
   last_at   timestamptz,
   writer    text,
   detail    text
 );
+-- a store made before AUTH_FLOOD: its check widened once
+DO $$ BEGIN
+  IF EXISTS (SELECT 1 FROM pg_catalog.pg_constraint WHERE conname = 'gaps_reason_check'
+             AND conrelid = 'ontoos_audit.gaps'::regclass
+             AND pg_catalog.pg_get_constraintdef(oid) NOT LIKE '%AUTH_FLOOD%') THEN
+    ALTER TABLE ontoos_audit.gaps DROP CONSTRAINT gaps_reason_check;
+    ALTER TABLE ontoos_audit.gaps ADD CONSTRAINT gaps_reason_check
+      CHECK (reason IN ('QUEUE_FULL', 'REJECTED', 'AUTH_FLOOD'));
+  END IF;
+END $$;
 """
 COLUMNS = ("id", "at", "principal", "role", "surface", "dataset", "exploration", "fingerprint", "outcome",
            "error_type", "error_subtype", "error_code", "reason", "column_name", "message", "hint", "rows",
@@ -162,7 +176,7 @@ class Gap:
 
     id: str
     at: dt.datetime
-    reason: str  # QUEUE_FULL | REJECTED
+    reason: str  # QUEUE_FULL | REJECTED | AUTH_FLOOD
     events: int
     first_at: dt.datetime | None
     last_at: dt.datetime | None
@@ -308,6 +322,11 @@ class AuditWriter:
         self._queued += 1
         self._bytes += size
         self._max_queued = max(self._max_queued, self._queued)
+
+    def unrecorded(self, reason: str, events: int, first: dt.datetime, last: dt.datetime, detail: str) -> None:
+        """Requests the caller chose not to record one by one (an AUTH_FLOOD episode): one gap row."""
+        self._gaps.append(Gap(new_id(), dt.datetime.now(dt.timezone.utc), reason, events, first, last,
+                              _writer_name(), detail))
 
     def _drop(self, event: Event) -> None:
         self.dropped += 1

@@ -16,6 +16,14 @@ Rate limits are token buckets per principal: a bucket holds `burst` calls
 `per_second` or `per_minute`; each tool call takes one, and a call finding
 the bucket empty is refused (RATE_LIMITED, EX412) with the seconds until the
 next one is possible. With no `rate_limit` anywhere, nothing is limited.
+
+Requests without a valid token are limited per client address
+(`auth_failures`, by default 10 per second in bursts of 100; `false` for no
+limit): past it they are answered 429 (EX412) without checking the token,
+and instead of one audit event each, the trail gets one `AUTH_FLOOD` gap
+per episode saying how many there were. A valid token never draws on it.
+
+    auth_failures: {per_second: 1, burst: 20}
 """
 
 from __future__ import annotations
@@ -77,10 +85,21 @@ class PrincipalConfig(BaseModel):
         return v
 
 
+DEFAULT_AUTH_FAILURES = RateLimitConfig(per_second=10, burst=100)
+
+
 class ServerConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     rate_limit: RateLimitConfig | None = Field(None, description="the limit of every principal without its own")
+    auth_failures: RateLimitConfig | Literal[False] | None = Field(
+        None, description="requests without a valid token, per client address; absent: 10 per second in bursts "
+        "of 100; false: no limit")
     principals: dict[str, PrincipalConfig] = {}
+
+    def auth_failure_limit(self) -> "RateLimit | None":
+        if self.auth_failures is False:
+            return None
+        return (self.auth_failures or DEFAULT_AUTH_FAILURES).limit()
 
     def rate_of(self, pc: PrincipalConfig) -> "RateLimit | None":
         own = pc.rate_limit
@@ -110,26 +129,34 @@ class Principal:
 
 
 class RateLimiter:
-    """Token buckets by principal name. Single event loop: no locks needed. Buckets exist only
-    for configured principals that have a limit, so the table is as large as the configuration."""
+    """Token buckets by key (a principal's name, a client address). Single event loop: no locks
+    needed. At most `max_keys` buckets: past it the least recently used goes (it would have
+    refilled anyway, unless `max_keys` callers hammer at once)."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic, max_keys: int = 10_000) -> None:
         self.clock = clock
-        self._buckets: dict[str, tuple[float, float]] = {}  # name -> (tokens, when counted)
+        self.max_keys = max_keys
+        self._buckets: dict[str, tuple[float, float]] = {}  # key -> (tokens, when counted)
 
     def take(self, principal: Principal) -> float:
         """Take one call from the principal's bucket: 0.0 if it may go ahead, else the seconds to wait."""
-        limit = principal.rate
-        if limit is None:
-            return 0.0
+        return 0.0 if principal.rate is None else self.take_key(principal.name, principal.rate)
+
+    def take_key(self, key: str, limit: RateLimit) -> float:
+        """Take one call from `key`'s bucket of `limit`: 0.0 to go ahead, else the seconds to wait."""
         now = self.clock()
-        tokens, then = self._buckets.get(principal.name, (float(limit.burst), now))
+        tokens, then = self._buckets.pop(key, (float(limit.burst), now))  # re-inserted below: most recent last
         tokens = min(float(limit.burst), tokens + max(0.0, now - then) * limit.per_second)
+        if len(self._buckets) >= self.max_keys:
+            del self._buckets[next(iter(self._buckets))]
         if tokens >= 1.0:
-            self._buckets[principal.name] = (tokens - 1.0, now)
+            self._buckets[key] = (tokens - 1.0, now)
             return 0.0
-        self._buckets[principal.name] = (tokens, now)
+        self._buckets[key] = (tokens, now)
         return (1.0 - tokens) / limit.per_second
+
+    def __len__(self) -> int:
+        return len(self._buckets)
 
 
 def token_hash(token: str) -> str:
@@ -156,6 +183,7 @@ def load_config(path: str | Path, contract: Contract) -> ServerConfig:
 
 class Authenticator:
     def __init__(self, config: ServerConfig, contract: Contract) -> None:
+        self.failure_limit = config.auth_failure_limit()  # requests without a valid token, per address
         self._entries = [
             (bytes.fromhex(pc.token_sha256),
              Principal(name, contract.role(pc.role).name, pc.reviewer, config.rate_of(pc)))

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import json
 import logging
+import math
 import os
 import re
 from typing import Any
@@ -37,7 +39,7 @@ from starlette.routing import Route
 
 from ..errors import AuthError, BudgetError, Codes, ExploreError, InputError, InternalError
 from ..grammar.forms import from_flags, loads_strict
-from .config import Authenticator, Principal
+from .config import Authenticator, Principal, RateLimit, RateLimiter
 from .mcp_server import PRINCIPAL_KEY, build_server, http_principal
 from ..service import Answer
 from .tools import Tools, cancelled, presentable
@@ -123,15 +125,67 @@ def not_json(value: str) -> Refused:
                               "e.g. curl -H 'Content-Type: application/json' -d '{\"dataset\": ...}'"), 415)
 
 
+class AuthFloods:
+    """Requests without a valid token, limited per client address (`Authenticator.failure_limit`).
+    Past the limit they are answered 429 and counted per episode instead of recorded one by
+    one; an episode becomes one `on_gap(n, first, last, address)` (the audit's AUTH_FLOOD gap)
+    when the address is next let through, when more than `max_open` are open, or at shutdown."""
+
+    def __init__(self, limit: RateLimit, on_gap, max_open: int = 1000) -> None:
+        self.limit = limit
+        self.limiter = RateLimiter(max_keys=10_000)
+        self.on_gap = on_gap
+        self.max_open = max_open
+        self._open: dict[str, list] = {}  # address -> [first, last, count]
+
+    def admit(self, address: str) -> float:
+        """One request without a valid token: 0.0 to answer (and record) it as usual, else the
+        seconds until the address may be answered so again."""
+        wait = self.limiter.take_key(address, self.limit)
+        if wait <= 0:
+            self._seal(address)
+            return 0.0
+        now = dt.datetime.now(dt.timezone.utc)
+        episode = self._open.get(address)
+        if episode is None:
+            if len(self._open) >= self.max_open:
+                self._seal(next(iter(self._open)))
+            episode = self._open[address] = [now, now, 0]
+            log.warning("requests without a valid token from %s are over %s: answered 429 and counted",
+                        address, self.limit.describe())
+        episode[1] = now
+        episode[2] += 1
+        return wait
+
+    def _seal(self, address: str) -> None:
+        episode = self._open.pop(address, None)
+        if episode is not None:
+            self.on_gap(episode[2], episode[0], episode[1], address)
+
+    def seal_all(self) -> None:
+        for address in list(self._open):
+            self._seal(address)
+
+
+def flooded(wait_s: float) -> dict[str, Any]:
+    after = max(1, math.ceil(wait_s))
+    e = ExploreError(Codes.RATE_LIMITED, "too many requests without a valid token from this address",
+                     hint=f"retry in {after} s with one Authorization: Bearer <token> header "
+                     "(tokens are issued in the server configuration)", reason="AUTH_FLOOD")
+    return e.to_envelope(retry_after_s=after)
+
+
 class BearerAuth:
-    """ASGI middleware: resolve `Authorization: Bearer <token>` to a Principal, or answer 401."""
+    """ASGI middleware: resolve `Authorization: Bearer <token>` to a Principal, or answer 401
+    (429 past the per-address limit of requests without a valid token: `AuthFloods`)."""
 
     def __init__(self, app, authenticator: Authenticator, open_paths: tuple[str, ...] = ("/healthz",),
-                 on_refusal=None) -> None:
+                 on_refusal=None, floods: AuthFloods | None = None) -> None:
         self.app = app
         self.auth = authenticator
         self.open_paths = open_paths
         self.on_refusal = on_refusal  # called with (error, path) for the audit
+        self.floods = floods
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["path"] in self.open_paths:
@@ -149,6 +203,10 @@ class BearerAuth:
         if principal is None and browser and scope["method"] == "GET":
             return await RedirectResponse("/governance/login", status_code=303)(scope, receive, send)
         if principal is None:
+            if self.floods is not None:
+                wait = self.floods.admit((scope.get("client") or ("unknown",))[0])
+                if wait > 0:
+                    return await envelope_response(flooded(wait))(scope, receive, send)
             code = Codes.NO_TOKEN
             message = ("a bearer token is required" if not header else
                        "more than one Authorization header was sent" if header == b"several" else
@@ -514,11 +572,22 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
         log.exception("unhandled error on %s", request.url.path)
         return JSONResponse(InternalError(reason="UNEXPECTED").to_envelope(), status_code=500)
 
+    def unrecorded(n: int, first, last, address: str) -> None:
+        if tools.audit is not None:
+            tools.audit.unrecorded("AUTH_FLOOD", n, first, last,
+                                   f"{n} requests without a valid token from {address} were answered 429 "
+                                   f"(over {floods.limit.describe()}) and not recorded one by one")
+
+    limit = getattr(authenticator, "failure_limit", None)
+    floods = AuthFloods(limit, unrecorded) if limit is not None else None
+
     @contextlib.asynccontextmanager
     async def lifespan_(app):
         async with contextlib.AsyncExitStack() as stack:
             if lifespan is not None:
                 await stack.enter_async_context(lifespan(app))
+            if floods is not None:  # exits before the lifespan's: the audit takes the open episodes
+                stack.callback(floods.seal_all)
             await stack.enter_async_context(sessions.run())
             yield
 
@@ -539,7 +608,7 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
         surface = "mcp" if path.startswith("/mcp") else "rest"
         tools.record(Answer(e.to_envelope(), error=e), None, surface, None)
 
-    app.add_middleware(BearerAuth, authenticator=authenticator, on_refusal=refused,
+    app.add_middleware(BearerAuth, authenticator=authenticator, on_refusal=refused, floods=floods,
                        open_paths=("/healthz", "/favicon.ico", "/governance/login"))
     app.add_middleware(BodyLimit, timeout_s=body_timeout_s)  # outermost: before auth, for open paths too
     return app
