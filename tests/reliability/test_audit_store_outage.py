@@ -232,16 +232,13 @@ async def test_a_clean_shutdown_writes_the_whole_backlog(store):
     print(f"\n50,000 queued events written in {took:.1f} s after the store came back ({50_000 / took:,.0f}/s)")
 
 
-def test_the_queue_bounds_come_from_the_environment():
+def test_the_queue_bounds_come_from_the_settings():
     from ontoos_explore.engine.settings import Settings
     from ontoos_explore.server.run import audit_writer
 
-    settings = Settings(dsn="postgresql:///x")
-    default = audit_writer(settings, "postgresql:///x", env={})
+    default = audit_writer(Settings.from_env(env={}), "postgresql:///x")
     assert (default.queue_max, default.queue_max_bytes) == (100_000, 64 * 2**20)
-    bounded = audit_writer(settings, "postgresql:///x", env={"ONTOOS_AUDIT_QUEUE_MAX": "500", "ONTOOS_AUDIT_QUEUE_MB": "1.5"})
+    settings = Settings.from_env(env={"ONTOOS_AUDIT_QUEUE_MAX": "500", "ONTOOS_AUDIT_QUEUE_MB": "1.5"})
+    bounded = audit_writer(settings, "postgresql:///x")
     assert (bounded.queue_max, bounded.queue_max_bytes) == (500, int(1.5 * 2**20))
-    for bad in ("0", "-3", "lots"):
-        with pytest.raises(ValueError, match="ONTOOS_AUDIT_QUEUE_MAX must be a positive number"):
-            audit_writer(settings, "postgresql:///x", env={"ONTOOS_AUDIT_QUEUE_MAX": bad})
-    assert audit_writer(Settings(dsn="postgresql:///x", audit=False), "postgresql:///x", env={}) is None
+    assert audit_writer(Settings(dsn="postgresql:///x", audit=False), "postgresql:///x") is None

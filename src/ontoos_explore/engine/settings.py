@@ -16,13 +16,21 @@ Flags override environment variables, which override the defaults.
 | cost_cache_s | ONTOOS_COST_CACHE | 300 | how long the planner's cost estimate of an exploration (same SQL, values and role) is reused; 0: every call |
 | audit_dsn | ONTOOS_AUDIT_DSN | the exploration database | where the audit schema `ontoos_audit` lives |
 | audit | ONTOOS_AUDIT | on | record every request |
+| audit_queue_max | ONTOOS_AUDIT_QUEUE_MAX | 100000 | audit events held in memory while the store is slow or away |
+| audit_queue_mb | ONTOOS_AUDIT_QUEUE_MB | 64 | MiB of event text held so (governance/audit.py: past either, dropped and counted) |
+
+A number that does not parse, or is out of range, is refused naming the
+variable (ContractError, EX902), never read as something else.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..errors import ContractError
 
 
 def _cache_dir() -> Path:
@@ -35,6 +43,22 @@ def _flag(value: str | None, default: bool) -> bool:
     if value is None:
         return default
     return value.strip().lower() not in ("0", "off", "false", "no")
+
+
+def _number(env, name: str, default: float, cast=float, low: float = 0.0, low_ok: bool = False):
+    """A numeric setting from `env`: `cast` of its text, above `low` (or equal, if `low_ok`)."""
+    raw = env.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = cast(raw.strip())
+    except ValueError:
+        value = None
+    if value is None or not math.isfinite(value) or value < low or (value == low and not low_ok):
+        kind = "an integer" if cast is int else "a number"
+        raise ContractError(f"{name}={raw[:40]!r} is not a valid setting",
+                            hint=f"{name} takes {kind} {'>=' if low_ok else '>'} {low:g}; unset it for the default")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +74,8 @@ class Settings:
     cost_cache_s: float = 300.0
     audit_dsn: str | None = None
     audit: bool = True
+    audit_queue_max: int = 100_000
+    audit_queue_mb: float = 64.0
 
     @classmethod
     def from_env(cls, dsn: str | None = None, env: dict[str, str] | None = None, **overrides) -> "Settings":
@@ -57,13 +83,15 @@ class Settings:
         return cls(
             dsn=dsn or env.get("ONTOOS_DSN") or None,
             data_dir=Path(env["ONTOOS_DATA_DIR"]) if env.get("ONTOOS_DATA_DIR") else _cache_dir(),
-            pool_max=int(env.get("ONTOOS_POOL_MAX", 8)),
-            pool_timeout_s=float(env.get("ONTOOS_POOL_TIMEOUT", 5)),
+            pool_max=_number(env, "ONTOOS_POOL_MAX", 8, int, 1, low_ok=True),
+            pool_timeout_s=_number(env, "ONTOOS_POOL_TIMEOUT", 5.0),
             query_roles=_flag(env.get("ONTOOS_QUERY_ROLES"), True),
             role_prefix=env.get("ONTOOS_ROLE_PREFIX", "ontoos_q_"),
-            heavy_max_cost=float(env.get("ONTOOS_HEAVY_MAX_COST", 1_000_000)),
-            cost_cache_s=float(env.get("ONTOOS_COST_CACHE", 300)),
+            heavy_max_cost=_number(env, "ONTOOS_HEAVY_MAX_COST", 1_000_000.0),
+            cost_cache_s=_number(env, "ONTOOS_COST_CACHE", 300.0, low_ok=True),
             audit_dsn=env.get("ONTOOS_AUDIT_DSN") or None,
             audit=_flag(env.get("ONTOOS_AUDIT"), True),
+            audit_queue_max=_number(env, "ONTOOS_AUDIT_QUEUE_MAX", 100_000, int, 1, low_ok=True),
+            audit_queue_mb=_number(env, "ONTOOS_AUDIT_QUEUE_MB", 64.0),
             **overrides,
         )

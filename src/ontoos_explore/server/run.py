@@ -5,9 +5,9 @@
 tokens: the caller is whoever started the process, with the role given).
 
 The audit writer's queue is bounded (governance/audit.py says what happens
-when it is full): `ONTOOS_AUDIT_QUEUE_MAX` events (default 100000) and
-`ONTOOS_AUDIT_QUEUE_MB` MiB of event text (default 64). On a clean shutdown
-the queue is flushed, and a trail that is not complete says so on stderr.
+when it is full) by the settings `audit_queue_max` and `audit_queue_mb`
+(engine/settings.py). On a clean shutdown the queue is flushed, and a trail
+that is not complete says so on stderr.
 """
 
 from __future__ import annotations
@@ -34,31 +34,13 @@ from .tools import Tools
 log = logging.getLogger("ontoos_explore.server")
 
 
-def _positive(env: dict[str, str], name: str) -> float | None:
-    value = env.get(name)
-    if value is None or not value.strip():
-        return None
-    try:
-        number = float(value)
-    except ValueError:
-        number = -1.0
-    if number <= 0:
-        raise ValueError(f"{name} must be a positive number, not {value!r}")
-    return number
-
-
-def audit_writer(settings: Settings, dsn: str, env: dict[str, str] | None = None):
+def audit_writer(settings: Settings, dsn: str):
     from ..governance.audit import AuditWriter
 
     if not settings.audit:
         return None
-    env = os.environ if env is None else env
-    bounds = {}
-    if (events := _positive(env, "ONTOOS_AUDIT_QUEUE_MAX")) is not None:
-        bounds["queue_max"] = int(events)
-    if (mib := _positive(env, "ONTOOS_AUDIT_QUEUE_MB")) is not None:
-        bounds["queue_max_bytes"] = int(mib * 2**20)
-    return AuditWriter(settings.audit_dsn or dsn, **bounds)
+    return AuditWriter(settings.audit_dsn or dsn, queue_max=settings.audit_queue_max,
+                       queue_max_bytes=int(settings.audit_queue_mb * 2**20))
 
 
 async def close_audit(audit) -> None:
