@@ -24,6 +24,9 @@ and instead of one audit event each, the trail gets one `AUTH_FLOOD` gap
 per episode saying how many there were. A valid token never draws on it.
 
     auth_failures: {per_second: 1, burst: 20}
+
+A principal holds at most `mcp_sessions` MCP sessions at once (default 64):
+one more is refused 429 (EX412, reason MCP_SESSIONS) until one ends.
 """
 
 from __future__ import annotations
@@ -94,6 +97,7 @@ class ServerConfig(BaseModel):
     auth_failures: RateLimitConfig | Literal[False] | None = Field(
         None, description="requests without a valid token, per client address; absent: 10 per second in bursts "
         "of 100; false: no limit")
+    mcp_sessions: int = Field(64, ge=1, description="MCP sessions one principal may hold open at once")
     principals: dict[str, PrincipalConfig] = {}
 
     def auth_failure_limit(self) -> "RateLimit | None":

@@ -167,6 +167,34 @@ class AuthFloods:
             self._seal(address)
 
 
+class SessionCaps:
+    """MCP sessions per principal: at most `cap` open at once, so one token cannot take the SDK's
+    10,000 sessions from everyone else. A session counts from the response that gave its id until
+    the SDK no longer holds it (`alive`: deleted by the client, idle past its timeout, or gone)."""
+
+    def __init__(self, cap: int, alive) -> None:
+        self.cap = cap
+        self.alive = alive
+        self._open: dict[str, set[str]] = {}  # principal name -> session ids
+
+    def full(self, principal: str) -> int:
+        """How many sessions `principal` holds when that is the cap already, else 0."""
+        ids = self._open.get(principal)
+        if not ids:
+            return 0
+        ids.difference_update([sid for sid in ids if not self.alive(sid)])
+        return len(ids) if len(ids) >= self.cap else 0
+
+    def opened(self, principal: str, session_id: str) -> None:
+        self._open.setdefault(principal, set()).add(session_id)
+
+
+def too_many_sessions(principal: str, held: int) -> ExploreError:
+    return ExploreError(Codes.RATE_LIMITED, f"{principal} has {held} MCP sessions open, its most at once",
+                        hint="reuse an open session (its mcp-session-id header), or end one you no longer use "
+                        "with DELETE /mcp; idle sessions end after 30 minutes", reason="MCP_SESSIONS")
+
+
 def flooded(wait_s: float) -> dict[str, Any]:
     after = max(1, math.ceil(wait_s))
     e = ExploreError(Codes.RATE_LIMITED, "too many requests without a valid token from this address",
@@ -445,9 +473,13 @@ def loopback_security(host: str, port: int):
 
 
 def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governance=None,
-              security=None, body_timeout_s: float | None = None) -> Starlette:
+              security=None, body_timeout_s: float | None = None, mcp_sessions: int = 64) -> Starlette:
     mcp_server = build_server(tools, http_principal)
     sessions = StreamableHTTPSessionManager(app=mcp_server, security_settings=security)
+    # the SDK keeps its sessions in a private table; without it (another SDK), nothing is counted
+    instances = getattr(sessions, "_server_instances", None)
+    caps = SessionCaps(mcp_sessions, (lambda sid: sid in instances) if isinstance(instances, dict) else
+                       (lambda sid: False))
     if body_timeout_s is None:
         body_timeout_s = float(os.environ.get("ONTOOS_BODY_TIMEOUT") or BODY_TIMEOUT_S)
 
@@ -511,7 +543,24 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
                     headers = {"Connection": "close"} if status in UNREAD_BODY else None
                     return await JSONResponse(rpc_payload(e, code), status_code=status, headers=headers)(
                         scope, receive, send)
+            principal = scope.get(PRINCIPAL_KEY)
+            headers = dict(scope.get("headers") or [])
+            if principal is not None and scope["method"] == "POST" and b"mcp-session-id" not in headers:
+                if held := caps.full(principal.name):  # a request that would open one more session
+                    e = too_many_sessions(principal.name, held)
+                    tools.record(Answer(e.to_envelope(), error=e), principal, "mcp", None)
+                    return await JSONResponse(rpc_payload(e, -32000), status_code=429)(scope, receive, send)
+                send = _noting_session(send, principal.name)
             await sessions.handle_request(scope, receive, json_errors(send))
+
+    def _noting_session(send, principal: str):
+        async def noting(message):
+            if message["type"] == "http.response.start":
+                for k, v in message.get("headers") or []:
+                    if k.lower() == b"mcp-session-id":
+                        caps.opened(principal, v.decode("latin-1"))
+            await send(message)
+        return noting
 
     async def mcp_body(scope, receive):
         """Read and check a POST /mcp body before the SDK does: size, time, Content-Type, strict JSON

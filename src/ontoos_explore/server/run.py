@@ -80,7 +80,8 @@ def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerCon
 
     from .http import loopback_security
 
-    return build_app(tools, authenticator, lifespan, governance, loopback_security(host, port))
+    return build_app(tools, authenticator, lifespan, governance, loopback_security(host, port),
+                     mcp_sessions=config.mcp_sessions)
 
 
 async def run_stdio(contract: Contract, settings: Settings, dsn: str, principal: Principal, registry: Registry) -> None:
