@@ -12,14 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import http.client
 import os
 import secrets
-import signal
-import socket
 import subprocess
-import sys
-import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +26,7 @@ from psycopg.rows import dict_row
 
 from ontoos_explore.contract import parse_contract
 from ontoos_explore.engine import embedded, grants
+from tests import serving
 
 CONTRACT = """
 version: 1
@@ -169,17 +165,6 @@ def running(lake, store):
 # ---------------------------------------------------------------- ontoos serve --http
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _ontoos() -> str:
-    exe = Path(sys.executable).with_name("ontoos")
-    return str(exe) if exe.exists() else "ontoos"
-
-
 @dataclass
 class Serve:
     """`ontoos serve --http` in a subprocess, on a free loopback port."""
@@ -195,7 +180,7 @@ class Serve:
 
     def start(self) -> Serve:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.port = _free_port()
+        self.port = serving.free_port()
         self.tokens = {name: f"{name}-{secrets.token_hex(12)}" for name in PRINCIPALS}
         config = self.workdir / "server.yaml"
         config.write_text("principals:\n" + "".join(
@@ -206,24 +191,15 @@ class Serve:
                    ONTOOS_DATA_DIR=str(self.workdir / "unused"), ONTOOS_POOL_MAX="4", ONTOOS_POOL_TIMEOUT="1",
                    PYTHONUNBUFFERED="1", **self.env)
         self._stderr = open(self.workdir / "serve.stderr.log", "wb")
-        self.proc = subprocess.Popen([_ontoos(), "serve", "--http", f"127.0.0.1:{self.port}", "--config", str(config)],
+        self.proc = subprocess.Popen([serving.ontoos_executable(), "serve", "--http", f"127.0.0.1:{self.port}", "--config", str(config)],
                                      env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
                                      cwd=self.workdir)
-        deadline = time.monotonic() + 60
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"ontoos serve exited with {self.proc.returncode}:\n{self.stderr()}")
-            with contextlib.suppress(OSError):
-                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
-                conn.request("GET", "/healthz")
-                if conn.getresponse().status == 200:
-                    conn.close()
-                    return self
-                conn.close()
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"ontoos serve was not healthy in 60 s:\n{self.stderr()}")
-            time.sleep(0.05)
+        try:
+            serving.wait_healthy(self.proc, self.port, stderr=self.stderr, timeout=60)
+        except serving.ServeError:
+            self.stop()
+            raise
+        return self
 
     @property
     def base(self) -> str:
@@ -239,22 +215,13 @@ class Serve:
         """SIGTERM (a clean shutdown: the audit queue is flushed), only to the process this test started.
 
         uvicorn shuts down gracefully, then re-raises the signal: -SIGTERM is a clean exit (see `clean`)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
         if self.proc is not None:
-            self.returncode = self.proc.returncode
+            self.returncode = serving.stop(self.proc, timeout)
             self._stderr.close()
         return self.returncode
 
 
-def clean(returncode: int | None) -> bool:
-    """The exit status of a graceful shutdown on SIGTERM."""
-    return returncode in (0, -signal.SIGTERM)
+clean = serving.clean_exit  # the exit status of a graceful shutdown on SIGTERM
 
 
 @pytest.fixture

@@ -43,8 +43,6 @@ import platform
 import re
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -54,6 +52,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
+
+from tests import serving
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -77,24 +77,8 @@ def log(msg: str) -> None:
     print(msg, flush=True)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _ontoos() -> str:
-    exe = Path(sys.executable).with_name("ontoos")
-    if exe.exists():
-        return str(exe)
-    found = shutil.which("ontoos")
-    if not found:
-        raise SetupError("the ontoos console script is not installed (pip install -e .)")
-    return found
-
-
 class SetupError(RuntimeError):
-    pass
+    """A tool (sqlmap, the database) that could not be set up."""
 
 
 # ---------------------------------------------------------------- sqlmap, in its own venv
@@ -153,32 +137,13 @@ class Proc:
         return self.stderr_path.read_text(encoding="utf-8", errors="replace")
 
     def wait_healthy(self, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise SetupError(f"{self.name} exited with {self.proc.returncode}:\n{self.stderr()[-3000:]}")
-            with contextlib.suppress(OSError):
-                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
-                conn.request("GET", "/healthz")
-                ok = conn.getresponse().status == 200
-                conn.close()
-                if ok:
-                    return
-            if time.monotonic() > deadline:
-                raise SetupError(f"{self.name} was not healthy in {timeout:.0f} s:\n{self.stderr()[-3000:]}")
-            time.sleep(0.2)
+        serving.wait_healthy(self.proc, self.port, stderr=self.stderr, name=self.name, timeout=timeout, interval=0.2)
 
     def stop(self) -> int | None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        code = serving.stop(self.proc)
         if self._err is not None:
             self._err.close()
-        return self.proc.returncode
+        return code
 
 
 def _spawn(name: str, cmd: list[str], env: dict[str, str], port: int, workdir: Path, raw: Path) -> Proc:
@@ -203,8 +168,8 @@ def start_ontoos(dsn: str, token: str, workdir: Path, raw: Path) -> Proc:
                       encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("ONTOOS_")}
     env.update(ONTOOS_DSN=dsn, ONTOOS_DATA_DIR=str(workdir / "embedded-unused"), PYTHONUNBUFFERED="1")
-    port = _free_port()
-    cmd = [_ontoos(), "serve", "--http", f"127.0.0.1:{port}", "--config", str(config)]
+    port = serving.free_port()
+    cmd = [serving.ontoos_executable(), "serve", "--http", f"127.0.0.1:{port}", "--config", str(config)]
     return _spawn("ontoos", cmd, env, port, workdir, raw)
 
 
@@ -212,7 +177,7 @@ def start_control(dsn: str, token: str, workdir: Path, raw: Path) -> Proc:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ONTOOS_", "CONTROL_"))}
     env.update(CONTROL_DSN=dsn, CONTROL_TOKEN=token, PYTHONUNBUFFERED="1",
                PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    port = _free_port()
+    port = serving.free_port()
     cmd = [sys.executable, "-m", "tests.security.vulnerable_app", f"127.0.0.1:{port}"]
     return _spawn("control", cmd, env, port, workdir, raw)
 
@@ -682,7 +647,7 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"    LEAKS in responses: {run.leaks}")
             for note in run.notes:
                 log(f"    note: {note}")
-    except SetupError as e:
+    except (SetupError, serving.ServeError) as e:
         log(f"set-up failed: {e}")
         return 2
     finally:

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from ontoos_explore.server.config import RateLimit, RateLimiter, ServerConfig
-from ontoos_explore.server.http import AuthFloods
+from ontoos_explore.server.limits import AuthFloods
 from tests.server.test_hostile_support import assert_envelope, request, start_hostile_server
 
 FLOOD = {"auth_failures": {"per_second": 1, "burst": 2}}

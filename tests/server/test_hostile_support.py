@@ -25,19 +25,18 @@ import re
 import secrets
 import socket
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 import yaml
 
 from ontoos_explore import load_contract
 from ontoos_explore.engine import grants
+from tests import serving
 from tests.conftest import CASES, ROOT
-from tests.server.test_http import Server, _free_port, _ontoos_executable, _pg_socket_dir, assert_clean
+from tests.server.test_http import Server, _pg_socket_dir, assert_clean
 
 PREFIX = "ontoos_hx_"
 BODY_TIMEOUT_S = 2
@@ -118,7 +117,7 @@ def start_hostile_server(name: str, pg_dsn: str, workdir: Path, config_extra: di
     contract = hostile_contract(workdir / "contract.yaml")
     prepare_database(pg_dsn, contract)
     config = write_config(workdir / "server.yaml", **(config_extra or {}))
-    port = _free_port()
+    port = serving.free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ONTOOS_")}
     env.update({"ONTOOS_DSN": pg_dsn, "ONTOOS_CONTRACT": str(contract), "ONTOOS_ROLE_PREFIX": PREFIX,
                 "ONTOOS_BODY_TIMEOUT": str(BODY_TIMEOUT_S), "ONTOOS_DATA_DIR": str(workdir / "embedded-unused"),
@@ -126,29 +125,12 @@ def start_hostile_server(name: str, pg_dsn: str, workdir: Path, config_extra: di
     stderr_path = workdir / "stderr.log"
     with open(workdir / "stdout.log", "wb") as out, open(stderr_path, "wb") as err:
         proc = subprocess.Popen(
-            [_ontoos_executable(), "serve", "--http", f"127.0.0.1:{port}", "--config", str(config)],
+            [serving.ontoos_executable(), "serve", "--http", f"127.0.0.1:{port}", "--config", str(config)],
             cwd=workdir, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
     forbidden = [str(workdir), str(ROOT), "site-packages", pg_dsn, SLOW_SCHEMA, "pg_sleep", PREFIX]
     if sock := _pg_socket_dir(pg_dsn):
         forbidden.append(sock)
-    srv = Server(name, "127.0.0.1", port, proc, workdir, stderr_path, forbidden=forbidden)
-    deadline = time.monotonic() + 90
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"the {name} server exited with {proc.returncode}:\n{srv.stderr()}")
-        try:
-            conn = http.client.HTTPConnection(srv.host, srv.port, timeout=2)
-            conn.request("GET", "/healthz")
-            ok = conn.getresponse().status == 200
-            conn.close()
-            if ok:
-                return srv
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            srv.stop()
-            pytest.fail(f"the {name} server did not answer /healthz in time:\n{srv.stderr()}")
-        time.sleep(0.2)
+    return Server(name, "127.0.0.1", port, proc, workdir, stderr_path, forbidden=forbidden).wait_healthy()
 
 
 # ---------------------------------------------------------------- requests

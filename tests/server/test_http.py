@@ -22,9 +22,7 @@ import http.client
 import json
 import os
 import secrets
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -38,6 +36,8 @@ import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+
+from tests import serving
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_MARKER = "ONTOOS-SECRET-"
@@ -79,22 +79,6 @@ QUESTION_GET = {
 }
 
 
-def _ontoos_executable() -> str:
-    for candidate in (Path(sys.executable).parent / "ontoos", ROOT / ".venv" / "bin" / "ontoos"):
-        if candidate.exists():
-            return str(candidate)
-    found = shutil.which("ontoos")
-    if not found:
-        pytest.skip("the ontoos console script is not installed")
-    return found
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 # ---------------------------------------------------------------- the servers
 
 
@@ -116,14 +100,16 @@ class Server:
         return self.stderr_path.read_text(encoding="utf-8", errors="replace")
 
     def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        return self.proc.returncode
+        return serving.stop(self.proc)
+
+    def wait_healthy(self) -> Server:
+        """Until /healthz answers; the test fails (with the server's stderr) if it never does."""
+        try:
+            serving.wait_healthy(self.proc, self.port, host=self.host, stderr=self.stderr, name=f"the {self.name} server")
+        except serving.ServeError as e:
+            self.stop()
+            pytest.fail(str(e))
+        return self
 
 
 def write_config(path: Path) -> Path:
@@ -139,34 +125,18 @@ def write_config(path: Path) -> Path:
 def start_server(name: str, workdir: Path, env_extra: dict[str, str], forbidden: list[str]) -> Server:
     workdir.mkdir(parents=True, exist_ok=True)
     config = write_config(workdir / "server.yaml")
-    port = _free_port()
+    port = serving.free_port()
     env = {k: v for k, v in os.environ.items()
            if k not in ("ONTOOS_CONFIG", "ONTOOS_CONTRACT", "ONTOOS_QUERIES", "ONTOOS_ROLE", "ONTOOS_DSN")}
     env.update({"ONTOOS_DATA_DIR": str(workdir / "embedded-unused"), "PYTHONUNBUFFERED": "1"}, **env_extra)
     stderr_path = workdir / "stderr.log"
     with open(workdir / "stdout.log", "wb") as out, open(stderr_path, "wb") as err:
         proc = subprocess.Popen(
-            [_ontoos_executable(), "serve", "--http", f"127.0.0.1:{port}", "--config", str(config)],
+            [serving.ontoos_executable(), "serve", "--http", f"127.0.0.1:{port}", "--config", str(config)],
             cwd=workdir, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
     srv = Server(name, "127.0.0.1", port, proc, workdir, stderr_path,
                  forbidden=[str(workdir), str(ROOT), str(Path(sys.prefix)), "site-packages", *forbidden])
-    deadline = time.monotonic() + 90
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"the {name} server exited with {proc.returncode} before it was healthy:\n{srv.stderr()}")
-        try:
-            conn = http.client.HTTPConnection(srv.host, srv.port, timeout=2)
-            conn.request("GET", "/healthz")
-            if conn.getresponse().status == 200:
-                conn.close()
-                return srv
-            conn.close()
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            srv.stop()
-            pytest.fail(f"the {name} server did not answer /healthz in time:\n{srv.stderr()}")
-        time.sleep(0.2)
+    return srv.wait_healthy()
 
 
 def _pg_socket_dir(dsn: str) -> str | None:

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from ontoos_explore.server.http import SessionCaps
+from ontoos_explore.server.limits import SessionCaps
 from tests.server.test_hostile_support import assert_envelope, request, start_hostile_server
 
 INITIALIZE = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

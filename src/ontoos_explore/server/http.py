@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import json
 import logging
-import math
 import os
 import re
 from typing import Any
@@ -39,7 +37,8 @@ from starlette.routing import Route
 
 from ..errors import AuthError, BudgetError, Codes, ExploreError, InputError, InternalError
 from ..grammar.forms import from_flags, loads_strict
-from .config import Authenticator, Principal, RateLimit, RateLimiter
+from .config import Authenticator, Principal
+from .limits import AuthFloods, SessionCaps, flooded, too_many_sessions
 from .mcp_server import PRINCIPAL_KEY, build_server, http_principal
 from ..service import Answer
 from .tools import Tools, cancelled, presentable
@@ -123,84 +122,6 @@ def not_json(value: str) -> Refused:
     return Refused(InputError(Codes.INVALID_REQUEST, f"the body is sent as '{shown}', not as JSON",
                               hint="send Content-Type: application/json (UTF-8) with a JSON object, "
                               "e.g. curl -H 'Content-Type: application/json' -d '{\"dataset\": ...}'"), 415)
-
-
-class AuthFloods:
-    """Requests without a valid token, limited per client address (`Authenticator.failure_limit`).
-    Past the limit they are answered 429 and counted per episode instead of recorded one by
-    one; an episode becomes one `on_gap(n, first, last, address)` (the audit's AUTH_FLOOD gap)
-    when the address is next let through, when more than `max_open` are open, or at shutdown."""
-
-    def __init__(self, limit: RateLimit, on_gap, max_open: int = 1000) -> None:
-        self.limit = limit
-        self.limiter = RateLimiter(max_keys=10_000)
-        self.on_gap = on_gap
-        self.max_open = max_open
-        self._open: dict[str, list] = {}  # address -> [first, last, count]
-
-    def admit(self, address: str) -> float:
-        """One request without a valid token: 0.0 to answer (and record) it as usual, else the
-        seconds until the address may be answered so again."""
-        wait = self.limiter.take_key(address, self.limit)
-        if wait <= 0:
-            self._seal(address)
-            return 0.0
-        now = dt.datetime.now(dt.timezone.utc)
-        episode = self._open.get(address)
-        if episode is None:
-            if len(self._open) >= self.max_open:
-                self._seal(next(iter(self._open)))
-            episode = self._open[address] = [now, now, 0]
-            log.warning("requests without a valid token from %s are over %s: answered 429 and counted",
-                        address, self.limit.describe())
-        episode[1] = now
-        episode[2] += 1
-        return wait
-
-    def _seal(self, address: str) -> None:
-        episode = self._open.pop(address, None)
-        if episode is not None:
-            self.on_gap(episode[2], episode[0], episode[1], address)
-
-    def seal_all(self) -> None:
-        for address in list(self._open):
-            self._seal(address)
-
-
-class SessionCaps:
-    """MCP sessions per principal: at most `cap` open at once, so one token cannot take the SDK's
-    10,000 sessions from everyone else. A session counts from the response that gave its id until
-    the SDK no longer holds it (`alive`: deleted by the client, idle past its timeout, or gone)."""
-
-    def __init__(self, cap: int, alive) -> None:
-        self.cap = cap
-        self.alive = alive
-        self._open: dict[str, set[str]] = {}  # principal name -> session ids
-
-    def full(self, principal: str) -> int:
-        """How many sessions `principal` holds when that is the cap already, else 0."""
-        ids = self._open.get(principal)
-        if not ids:
-            return 0
-        ids.difference_update([sid for sid in ids if not self.alive(sid)])
-        return len(ids) if len(ids) >= self.cap else 0
-
-    def opened(self, principal: str, session_id: str) -> None:
-        self._open.setdefault(principal, set()).add(session_id)
-
-
-def too_many_sessions(principal: str, held: int) -> ExploreError:
-    return ExploreError(Codes.RATE_LIMITED, f"{principal} has {held} MCP sessions open, its most at once",
-                        hint="reuse an open session (its mcp-session-id header), or end one you no longer use "
-                        "with DELETE /mcp; idle sessions end after 30 minutes", reason="MCP_SESSIONS")
-
-
-def flooded(wait_s: float) -> dict[str, Any]:
-    after = max(1, math.ceil(wait_s))
-    e = ExploreError(Codes.RATE_LIMITED, "too many requests without a valid token from this address",
-                     hint=f"retry in {after} s with one Authorization: Bearer <token> header "
-                     "(tokens are issued in the server configuration)", reason="AUTH_FLOOD")
-    return e.to_envelope(retry_after_s=after)
 
 
 class BearerAuth:
