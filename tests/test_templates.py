@@ -254,6 +254,9 @@ def test_the_table_of_texts_is_bounded_to_a_quarter():
     for n in range(3):
         compile_exploration(big + f" limit {n + 1}", CONTRACT, "analyst", cache=small)
     assert small.stats()["exact_entries"] == 1 and small.exact_bytes <= small.exact_max_bytes
+    tiny = TemplateCache(size=3)  # a quarter of 3 entries: none
+    compile_exploration(TEXT, CONTRACT, "analyst", cache=tiny)
+    assert tiny.stats()["exact_entries"] == 0
     off = TemplateCache(exact=False)
     compile_exploration(TEXT, CONTRACT, "analyst", cache=off)
     compile_exploration(TEXT, CONTRACT, "analyst", cache=off)

@@ -163,7 +163,7 @@ class TemplateCache:
         """Keep what `text` compiled to (a hit or a whole compile; never a refusal)."""
         size = 2 * len(text) + len(q.sql) + len(q.normalized) + 64 * len(q.params)
         size_cap, bytes_cap = self.exact_size, self.exact_max_bytes
-        if size > bytes_cap:
+        if size > bytes_cap or size_cap < 1:
             return
         key = (contract.hash, role.name, text)
         with self._lock:

@@ -19,9 +19,9 @@ next one is possible. With no `rate_limit` anywhere, nothing is limited.
 
 Requests without a valid token are limited per client address
 (`auth_failures`, by default 10 per second in bursts of 100; `false` for no
-limit): past it they are answered 429 (EX412) without checking the token,
-and instead of one audit event each, the trail gets one `AUTH_FLOOD` gap
-per episode saying how many there were. A valid token never draws on it.
+limit): past it they are answered 429 (EX412) instead of 401, and instead
+of one audit event each, the trail gets one `AUTH_FLOOD` gap per episode
+saying how many there were. A valid token never draws on it.
 
     auth_failures: {per_second: 1, burst: 20}
 
