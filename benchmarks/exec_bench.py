@@ -83,11 +83,11 @@ CASES = (
      "explore archives fields archive_id, commit_sha, language, loc, archived_on order by loc desc limit 5000"),
 )
 
-COLD = ("compile_cold", "explore_cold")
-DIRECT = ("direct", "direct_text")
-FLOORS = ("explain", "convert")  # timed in a rotation of their own, with direct again
-VARIANTS = ("direct", "direct_text", "explain", "convert", "executor", "executor_no_cost", "compile", "compile_cold", "explore", "explore_new_values",
-            "explore_cold", "explore+audit")
+COLD = ("compile_cold", "explore_cold")  # timed in a rotation of their own, with direct again
+DIRECT = ("direct", "direct_text")  # every ratio is to the faster of the two
+FLOORS = ("explain", "convert")  # parts timed alone: what a variant cannot go below
+VARIANTS = ("direct", "direct_text", "explain", "convert", "executor", "executor_no_cost", "compile", "compile_cold",
+            "explore", "explore_new_values", "explore_cold", "explore+audit")
 
 
 async def _bench(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES, budget_s: float = 25.0) -> dict:
