@@ -15,62 +15,30 @@ import warnings
 import psycopg
 import pytest
 
-from ontoos_explore.contract import parse_contract
-from ontoos_explore.engine import grants
 from ontoos_explore.engine.executor import Executor, open_pool
 from ontoos_explore.engine.settings import Settings
 from ontoos_explore.service import Explorer
+from tests import sleepy_lake
 
 pytestmark = pytest.mark.anyio
 
-CONTRACT = """
-version: 1
-datasets:
-  things:
-    relation: faults.things
-    columns:
-      id:    {type: integer}
-      label: {type: text}
-      token: {type: text, secret: true}
-  slow:
-    relation: faults.slow_things
-    columns:
-      id:    {type: integer}
-      label: {type: text}
-read_sets:
-  all: [things, slow]
-roles:
-  hasty:   {read_sets: [all], timeout_ms: 300, max_rows: 100}
-  patient: {read_sets: [all], timeout_ms: 20000, max_rows: 100}
-"""
 PREFIX = "ontoos_f_"
-FIXTURE_SQL = [
-    "DROP SCHEMA IF EXISTS faults CASCADE",
-    "CREATE SCHEMA faults",
-    "CREATE TABLE faults.things (id integer PRIMARY KEY, label text, token text)",
-    "INSERT INTO faults.things SELECT g, 'thing ' || g, 'ONTOOS-SECRET-' || md5(g::text) FROM generate_series(1, 500) g",
-    # each row sleeps 50 ms: a whole scan takes seconds
-    "CREATE VIEW faults.slow_things AS SELECT id, label FROM faults.things WHERE pg_sleep(0.05) IS NOT NULL",
-]
+SCHEMA = "faults"
 
 
 @pytest.fixture(scope="module")
 def contract():
-    return parse_contract(CONTRACT, "faults.yaml")
+    return sleepy_lake.contract(SCHEMA)
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, contract):
+def server(tmp_path_factory):
     """(pgserver instance, dsn) of a server this module may stop and start."""
     from ontoos_explore.engine import embedded
 
     srv = embedded.start(tmp_path_factory.mktemp("faults-pg"))
     dsn = embedded.dsn_of(srv)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        for stmt in FIXTURE_SQL:
-            conn.execute(stmt)
-    with psycopg.connect(dsn) as conn:
-        grants.apply(conn, contract, PREFIX)
+    sleepy_lake.install(dsn, SCHEMA, PREFIX)
     return srv, dsn
 
 

@@ -24,39 +24,11 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from ontoos_explore.contract import parse_contract
-from ontoos_explore.engine import embedded, grants
-from tests import serving
+from ontoos_explore.engine import embedded
+from tests import serving, sleepy_lake
 
-CONTRACT = """
-version: 1
-datasets:
-  things:
-    relation: rel.things
-    columns:
-      id:    {type: integer}
-      label: {type: text}
-      token: {type: text, secret: true}
-  slow:
-    relation: rel.slow_things
-    columns:
-      id:    {type: integer}
-      label: {type: text}
-read_sets:
-  all: [things, slow]
-roles:
-  hasty:   {read_sets: [all], timeout_ms: 300, max_rows: 100}
-  patient: {read_sets: [all], timeout_ms: 20000, max_rows: 100}
-"""
 PREFIX = "ontoos_r_"
-FIXTURE_SQL = [
-    "DROP SCHEMA IF EXISTS rel CASCADE",
-    "CREATE SCHEMA rel",
-    "CREATE TABLE rel.things (id integer PRIMARY KEY, label text, token text)",
-    "INSERT INTO rel.things SELECT g, 'thing ' || g, 'ONTOOS-SECRET-' || md5(g::text) FROM generate_series(1, 500) g",
-    # each row sleeps 50 ms: a whole scan takes 25 s
-    "CREATE VIEW rel.slow_things AS SELECT id, label FROM rel.things WHERE pg_sleep(0.05) IS NOT NULL",
-]
+SCHEMA = "rel"
 ACTIVE_STATES = ("active", "idle in transaction", "idle in transaction (aborted)")
 
 # principal -> contract role; tokens are made per server
@@ -130,18 +102,14 @@ class Pg:
 @pytest.fixture(scope="session")
 def contract_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("rel-contract") / "reliability.yaml"
-    path.write_text(CONTRACT, encoding="utf-8")
+    path.write_text(sleepy_lake.contract_text(SCHEMA), encoding="utf-8")
     return path
 
 
 @pytest.fixture(scope="session")
 def lake(tmp_path_factory) -> Pg:
     pg = Pg(tmp_path_factory.mktemp("rel-lake"))
-    with psycopg.connect(pg.dsn, autocommit=True) as conn:
-        for stmt in FIXTURE_SQL:
-            conn.execute(stmt)
-    with psycopg.connect(pg.dsn) as conn:
-        grants.apply(conn, parse_contract(CONTRACT, "reliability.yaml"), PREFIX)
+    sleepy_lake.install(pg.dsn, SCHEMA, PREFIX)
     return pg
 
 
