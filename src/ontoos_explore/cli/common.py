@@ -54,6 +54,16 @@ def _role(args) -> str:
         raise UsageError("--role is required (or set ONTOOS_ROLE)")
     return role
 
+def _read_file(path: str) -> str:
+    """A -f/--file argument's text: `-` is stdin; an unreadable file is a usage error."""
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+
+
 def _read_source(args) -> Any:
     from ..errors import Codes, InputError
     from ..grammar.forms import from_flags, loads_strict
@@ -67,13 +77,7 @@ def _read_source(args) -> Any:
                              hint='e.g. {"dataset": "...", "fields": ["..."]}, or {"query": "<text form>"}')
         return body
     if args.file is not None:
-        if args.file == "-":
-            text = sys.stdin.read()
-        else:
-            try:
-                text = Path(args.file).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as e:
-                raise UsageError(f"cannot read {args.file}: {getattr(e, 'strerror', None) or e}")
+        text = _read_file(args.file)
         return loads_strict(text) if text.lstrip().startswith("{") else text
     if args.dataset is not None:
         return from_flags(args.dataset, args.fields, args.filter, args.relation, args.group_by, args.order_by, args.limit)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from .common import (EXIT_OK, EXIT_REJECTED, UsageError, _audit_cli, _emit, _load, _read_source,
+from .common import (EXIT_OK, EXIT_REJECTED, _audit_cli, _emit, _load, _read_file, _read_source,
                      _role, _settings, _table, exit_code, render_result)
 
 
@@ -59,13 +58,7 @@ def cmd_check_sql(args) -> int:
         if fold(name) not in known:
             hint, _ = did_you_mean(name, contract.read_sets, "read sets")
             raise BindError(Codes.UNKNOWN_READ_SET, f"'{name}' is not a read set of this contract", hint=hint)
-    if args.file == "-":
-        sql = sys.stdin.read()
-    else:
-        try:
-            sql = Path(args.file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise UsageError(f"cannot read {args.file}: {getattr(e, 'strerror', None) or e}")
+    sql = _read_file(args.file)
     max_rows = args.max_rows if args.max_rows is not None else max(r.max_rows for r in contract.roles.values())
     verdict = check(sql, allowed_for_read_sets(contract, args.read_set, max_rows), args.params)
     out = verdict.to_json(sql)
