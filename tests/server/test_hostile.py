@@ -196,6 +196,18 @@ class Stdio:
         return code, self.err.decode("utf-8", "replace")
 
 
+def stdio_answers(stdio: Stdio, line: str, want: dict, ident: int, case_id: str) -> None:
+    """Send `line` to the stdio server: the answer `want` says, or (dropped by the SDK) the
+    JSON-RPC error for an unreadable line."""
+    stdio.send(line)
+    if want.get("dropped"):
+        unreadable_is_answered(stdio, ident)
+        return
+    message = stdio.wait_for(ident, 30)
+    assert message is not None, f"no answer to {case_id} over stdio within 30 s"
+    check_rpc_answer(message, want, ident)
+
+
 def unreadable_is_answered(stdio: Stdio, ident: int) -> None:
     """A line the SDK's stdio transport cannot read is answered as JSON-RPC says (-32700 not JSON,
     -32600 not a message), with its id when it can be read, else null; the session goes on."""
@@ -228,13 +240,7 @@ def test_mcp_stdio(stdio, case_id):
     case = JSON_CASES[case_id]
     want = expected(case, "stdio")
     ident = 2000 + list(JSON_CASES).index(case_id)
-    stdio.send(TOOL_CALL % (ident, case["body"]))
-    if want.get("dropped"):
-        unreadable_is_answered(stdio, ident)
-        return
-    message = stdio.wait_for(ident, 30)
-    assert message is not None, f"no answer to {case_id} within 30 s"
-    check_rpc_answer(message, want, ident)
+    stdio_answers(stdio, TOOL_CALL % (ident, case["body"]), want, ident, case_id)
 
 
 @pytest.mark.parametrize("case_id", TOOL_CASES)
@@ -246,13 +252,7 @@ def test_other_tools_over_mcp_http_and_stdio(server, mcp_session, stdio, case_id
     assert r.status < 500, r.text[:500]
     check_rpc_answer(_sse_or_json(r), expected(case, "mcp"), ident)
     want = expected(case, "stdio")
-    stdio.send(line)
-    if want.get("dropped"):
-        unreadable_is_answered(stdio, ident)
-        return
-    message = stdio.wait_for(ident, 30)
-    assert message is not None, f"no answer to {case_id} over stdio"
-    check_rpc_answer(message, want, ident)
+    stdio_answers(stdio, line, want, ident, case_id)
 
 
 # ================================================================ the json cases, the CLI
