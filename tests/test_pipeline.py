@@ -1,4 +1,4 @@
-"""The pipeline and the Python API of DESIGN.md: three forms, one SQL."""
+"""The pipeline and the Python API: three forms, one SQL."""
 
 from __future__ import annotations
 

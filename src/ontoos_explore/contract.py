@@ -1,7 +1,7 @@
 """Contract, loaded at start: YAML -> `Contract` (validated, hashed, indexed).
 
-The contract says what exists and who may read what (DESIGN.md, "The
-contract"). Loading validates the shape with pydantic and then the cross
+The contract says what exists and who may read what (the README's "The
+contract" shows every key). Loading validates the shape with pydantic and then the cross
 references (relations, read sets, always-filters, enums); any error is a
 `ContractError` naming the place in the file (`path:line: where: what`).
 

@@ -99,6 +99,7 @@ class Codes:
     DATABASE_DENIED = _c("EX904", INTERNAL, "INTERNAL_ERROR", "PostgreSQL's grants refused a read (the third wall held)")
     DATABASE_ERROR = _c("EX905", INTERNAL, "INTERNAL_ERROR", "PostgreSQL failed in an unexpected way")
     DATABASE_SETUP = _c("EX906", INTERNAL, "DATABASE_SETUP", "the database lacks what the contract needs (roles)")
+    SETTING_INVALID = _c("EX907", INTERNAL, "SETTING_INVALID", "a deployment setting (ONTOOS_*) is invalid")
 
 
 def all_codes() -> list[ErrorCode]:
@@ -167,7 +168,7 @@ class ExploreError(Exception):
         return err
 
     def to_envelope(self, **meta: Any) -> dict[str, Any]:
-        """The error envelope of DESIGN.md; `meta` adds exploration_id, contract_hash."""
+        """The error envelope every surface shows; `meta` adds exploration_id, contract_hash."""
         return {"ok": False, "error": self.to_error(), "meta": {k: v for k, v in meta.items() if v is not None}}
 
     def __repr__(self) -> str:

@@ -10,7 +10,7 @@ of every list is visited, so nothing nested hides (the bypass of a public
 guard was a function inside `RangeFunction.functions`, a list of lists).
 A node kind without an entry in `ALLOWED` is a violation; the kinds that are
 allowed get a `visit_<Kind>` check. It parses with libpg_query's JSON output
-(about 40 us for a compiled exploration; see ../shared notes).
+(about 40 us for a compiled exploration; benchmarks/ measures it).
 
     >>> allowed = AllowedSet({("lake", "t"): frozenset({"a"})}, max_rows=10)
     >>> check('SELECT "x"."a" FROM "lake"."t" AS "x" LIMIT 11', allowed).ok

@@ -3,7 +3,7 @@
     envelope = await explorer.explore({"dataset": "...", "fields": [...]}, role="analyst")
 
 Compile (parse, bind, compile, guard), execute on PostgreSQL, and render the
-success envelope of DESIGN.md; any refusal or failure becomes the error
+success envelope (`ok`, `data`, `meta`); any refusal or failure becomes the error
 envelope. Nothing raises out of `explore()`: an unexpected exception is
 logged here with its traceback and answered as INTERNAL_ERROR.
 """

@@ -1,4 +1,4 @@
-"""Refusals do not leak what they protect (DESIGN.md, "The contract").
+"""Refusals do not leak what they protect (the README's "Refusals").
 
 A secret or hidden column gets exactly the answer a column that does not exist
 gets: for every such column of the demo contract and every role that can read

@@ -1,6 +1,6 @@
 """The audit store unavailable: answers go on, events wait (bounded), nothing is lost silently.
 
-Decision (DESIGN.md: "the service stays up"; every request appends an event):
+Decision (the service stays up; every request appends an event):
 the audit fails open. While the store (ONTOOS_AUDIT_DSN, here a second
 PostgreSQL that the test stops and starts) is down, requests are answered as
 usual and their events wait in a bounded queue; they are written when the

@@ -1,1 +1,1 @@
-"""Governance: named queries (the registry); the audit trail and promotion come next."""
+"""Governance: the audit trail, its reports, promotion, and the named-query registry."""

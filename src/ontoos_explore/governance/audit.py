@@ -5,8 +5,8 @@ or `ONTOOS_AUDIT_DSN`). Recording never touches the database on the caller's
 path: `AuditWriter.record()` only enqueues; a background task writes batches
 (one COPY per batch) every `interval` seconds or `batch` events, keeps them
 queued while the store is down, and `close()` flushes whatever is queued on a
-clean shutdown. The service answers whether or not the store is up (DESIGN.md:
-the service stays up; the audit is how reviewers see what happened, not a gate).
+clean shutdown. The service answers whether or not the store is up (the service stays
+up; the audit is how reviewers see what happened, not a gate).
 
 Every event is accounted for, never lost silently:
 

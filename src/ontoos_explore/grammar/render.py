@@ -110,7 +110,7 @@ def to_text(e: Exploration, literal=literal, with_limit: bool = True) -> str:
 
 
 def to_json_form(e: Exploration) -> dict[str, Any]:
-    """The JSON form of DESIGN.md; keys with nothing to say are left out."""
+    """The JSON form (the MCP tool's input, the REST body); keys with nothing to say are left out."""
     out: dict[str, Any] = {"dataset": e.dataset.value, "fields": [field(f) for f in e.fields]}
     if e.where is not None:
         out["filter"] = predicate(e.where)

@@ -49,7 +49,7 @@ class FilterObject(BaseModel):
 
 
 class ExploreInput(BaseModel):
-    """The JSON form of an exploration (DESIGN.md), plus dry_run."""
+    """The JSON form of an exploration (the README's "The language"), plus dry_run."""
 
     model_config = ConfigDict(extra="forbid")
     dataset: str | None = Field(None, description="Dataset to explore (see ontoos_catalog)")
