@@ -1,32 +1,16 @@
-"""Guard stage: SQL text + allowed set -> Verdict, by PostgreSQL's own parser (pglast).
+"""Guard stage, the walk: one SELECT's parse tree + AllowedSet -> violations and what it reads.
 
-The second wall. It knows nothing of the exploration language: given any SQL
-(compiled explorations, hand-written named queries), the bind parameters'
-count and the physical relations and columns that may be read, it accepts
-only one plain SELECT built from a positive allow-list of node kinds.
-
-The walk is generic and iterative: every slot of every node and every item
-of every list is visited, so nothing nested hides (the bypass of a public
-guard was a function inside `RangeFunction.functions`, a list of lists).
-A node kind without an entry in `ALLOWED` is a violation; the kinds that are
-allowed get a `visit_<Kind>` check. It parses with libpg_query's JSON output
-(about 40 us for a compiled exploration; benchmarks/ measures it).
-
-    >>> allowed = AllowedSet({("lake", "t"): frozenset({"a"})}, max_rows=10)
-    >>> check('SELECT "x"."a" FROM "lake"."t" AS "x" LIMIT 11', allowed).ok
-    True
+Every slot of every node and every item of every list is visited, iteratively,
+so nothing nested hides. The allow-list is exactly the node kinds with a
+`visit_<Kind>` method (`ALLOWED_KINDS`); any other kind is a violation.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from pglast.parser import ParseError, parse_sql_json
-
-MAX_NAME_BYTES = 63  # PostgreSQL truncates identifiers to NAMEDATALEN - 1 bytes
+from .nodes import _const_int, _ident, _location, _node, _strings
+from .verdict import AllowedSet, Violation
 
 AGGREGATES = frozenset({"count", "min", "max", "sum", "avg"})
 COMPARISONS = frozenset({"=", "<>", "!=", "<", "<=", ">", ">="})
@@ -34,14 +18,6 @@ LIKE_OPS = frozenset({"~~", "!~~", "~~*", "!~~*"})
 CAST_TYPES = frozenset({"int2", "int4", "int8", "integer", "bigint", "smallint", "numeric", "text", "varchar",
                         "bool", "boolean", "date", "timestamp", "timestamptz", "float8"})
 SYSTEM_COLUMNS = frozenset({"ctid", "xmin", "xmax", "cmin", "cmax", "tableoid", "oid"})
-STATEMENT_WORDS = {
-    "InsertStmt": "INSERT", "UpdateStmt": "UPDATE", "DeleteStmt": "DELETE", "MergeStmt": "MERGE",
-    "CopyStmt": "COPY", "CreateStmt": "CREATE", "DropStmt": "DROP", "TruncateStmt": "TRUNCATE",
-    "TransactionStmt": "a transaction statement", "VariableSetStmt": "SET", "DoStmt": "DO",
-    "ExplainStmt": "EXPLAIN", "CallStmt": "CALL", "GrantStmt": "GRANT", "AlterTableStmt": "ALTER",
-    "CreateTableAsStmt": "CREATE TABLE AS", "ListenStmt": "LISTEN", "NotifyStmt": "NOTIFY",
-    "LockStmt": "LOCK", "VacuumStmt": "VACUUM", "PrepareStmt": "PREPARE", "ExecuteStmt": "EXECUTE",
-}
 WHY = {
     "RangeFunction": "functions in FROM are not allowed",
     "RangeSubselect": "subqueries are not allowed",
@@ -63,100 +39,6 @@ WHY = {
     "BooleanTest": "IS TRUE/FALSE tests are not allowed",
     "ParamRef": "parameters are only allowed as values",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class AllowedSet:
-    """What may be read: (schema, table) -> readable columns; and the row budget."""
-
-    relations: Mapping[tuple[str, str], frozenset[str]]
-    max_rows: int | None = None  # LIMIT must be a constant <= max_rows + 1; None: any constant
-
-
-@dataclass(frozen=True, slots=True)
-class Violation:
-    kind: str  # the offending node kind (or ParseError, Statement, ...)
-    message: str
-    location: int | None = None  # byte offset into the SQL
-
-    def to_json(self, sql: str) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "message": self.message}
-        if self.location is not None and self.location >= 0:
-            line, column = line_column(sql, self.location)
-            out.update(line=line, column=column)
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    violations: tuple[Violation, ...]
-    relations: frozenset[tuple[str, str]] = frozenset()
-    columns: frozenset[tuple[str, str, str]] = frozenset()  # (schema, table, column) read
-    placed: frozenset[tuple[str, str, str, str]] = frozenset()  # (clause, schema, table, column): where each is read
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations
-
-    def to_json(self, sql: str) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "violations": [v.to_json(sql) for v in self.violations],
-            "relations": sorted(f"{s}.{t}" for s, t in self.relations),
-            "columns": sorted(f"{s}.{t}.{c}" for s, t, c in self.columns),
-        }
-
-
-def line_column(sql: str, byte_offset: int) -> tuple[int, int]:
-    prefix = sql.encode("utf-8")[:byte_offset].decode("utf-8", errors="ignore")
-    return prefix.count("\n") + 1, len(prefix) - (prefix.rfind("\n") + 1) + 1
-
-
-def _ident(name: str) -> str:
-    raw = name.encode("utf-8")
-    return raw[:MAX_NAME_BYTES].decode("utf-8", errors="ignore") if len(raw) > MAX_NAME_BYTES else name
-
-
-def _strings(items: Iterable[Any]) -> list[str | None]:
-    """Names out of a list of String nodes (None for anything else, e.g. A_Star)."""
-    out: list[str | None] = []
-    for item in items or ():
-        body = item.get("String") if isinstance(item, dict) else None
-        out.append(body.get("sval", "") if isinstance(body, dict) else None)
-    return out
-
-
-def _node(value: Any) -> tuple[str, dict] | None:
-    """(kind, body) if `value` is a parse-tree node: a one-key dict of a dict."""
-    if isinstance(value, dict) and len(value) == 1:
-        kind, body = next(iter(value.items()))
-        if isinstance(body, dict) and kind[:1].isupper():
-            return kind, body
-    return None
-
-
-def _location(body: Any) -> int | None:
-    """The node's own location, else the first one found inside it (RangeFunction has none)."""
-    stack = [body]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, dict):
-            loc = value.get("location")
-            if isinstance(loc, int) and loc >= 0:
-                return loc
-            stack.extend(reversed(list(value.values())))
-        elif isinstance(value, list):
-            stack.extend(reversed(value))
-    return None
-
-
-def _const_int(body: dict) -> int | None:
-    if body.get("isnull"):
-        return None
-    ival = body.get("ival")
-    if isinstance(ival, dict):
-        return int(ival.get("ival", 0))  # the JSON output leaves out zero
-    return None
 
 
 class _Checker:
@@ -438,34 +320,3 @@ class _Checker:
 # The allow-list is exactly the kinds with a visitor.
 ALLOWED_KINDS = frozenset(name.removeprefix("visit_") for name in vars(_Checker) if name.startswith("visit_"))
 _VISITORS = {kind: "visit_" + kind for kind in ALLOWED_KINDS}  # looked up by name: a subclass may override
-
-
-def check(sql: str, allowed: AllowedSet, n_params: int | None = None) -> Verdict:
-    """Verify `sql` against `allowed`. `n_params`: how many $n values will be bound
-    (None: any, numbered $1..$n without gaps)."""
-    try:
-        tree = json.loads(parse_sql_json(sql))
-    except ParseError as e:
-        return Verdict((Violation("ParseError", f"not valid SQL: {e.args[0] if e.args else e}", getattr(e, "location", None)),))
-    except RecursionError:
-        return Verdict((Violation("ParseError", "the statement nests too deeply"),))
-    stmts = tree.get("stmts", [])
-    if len(stmts) != 1:
-        return Verdict((Violation("Statement", f"exactly one statement is allowed; found {len(stmts)}"),))
-    stmt = _node(stmts[0].get("stmt"))
-    if stmt is None or stmt[0] != "SelectStmt":
-        kind = stmt[0] if stmt else "Statement"
-        word = STATEMENT_WORDS.get(kind, kind)
-        return Verdict((Violation(kind, f"only a plain SELECT is allowed; found {word}", (stmt[1] if stmt else {}).get("location")),))
-    checker = _Checker(sql, allowed, n_params)
-    try:
-        checker.walk(stmts[0]["stmt"])
-    except RecursionError:  # pragma: no cover - the walk is iterative
-        checker.fail("Statement", "the statement nests too deeply")
-    checker.finish()
-    return Verdict(
-        tuple(checker.violations),
-        frozenset(checker.ranges.values()),
-        frozenset(checker.columns),
-        frozenset(checker.placed),
-    )

@@ -1,0 +1,55 @@
+"""Guard stage, its types: what may be read (`AllowedSet`) and what was found (`Violation`, `Verdict`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class AllowedSet:
+    """What may be read: (schema, table) -> readable columns; and the row budget."""
+
+    relations: Mapping[tuple[str, str], frozenset[str]]
+    max_rows: int | None = None  # LIMIT must be a constant <= max_rows + 1; None: any constant
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    kind: str  # the offending node kind (or ParseError, Statement, ...)
+    message: str
+    location: int | None = None  # byte offset into the SQL
+
+    def to_json(self, sql: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "message": self.message}
+        if self.location is not None and self.location >= 0:
+            line, column = line_column(sql, self.location)
+            out.update(line=line, column=column)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    violations: tuple[Violation, ...]
+    relations: frozenset[tuple[str, str]] = frozenset()
+    columns: frozenset[tuple[str, str, str]] = frozenset()  # (schema, table, column) read
+    placed: frozenset[tuple[str, str, str, str]] = frozenset()  # (clause, schema, table, column): where each is read
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def to_json(self, sql: str) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "violations": [v.to_json(sql) for v in self.violations],
+            "relations": sorted(f"{s}.{t}" for s, t in self.relations),
+            "columns": sorted(f"{s}.{t}.{c}" for s, t, c in self.columns),
+        }
+
+
+def line_column(sql: str, byte_offset: int) -> tuple[int, int]:
+    """The 1-based (line, column) of a byte offset into `sql`."""
+    prefix = sql.encode("utf-8")[:byte_offset].decode("utf-8", errors="ignore")
+    return prefix.count("\n") + 1, len(prefix) - (prefix.rfind("\n") + 1) + 1
