@@ -16,16 +16,40 @@ from ontoos_explore.errors import (
     InternalError,
     Position,
     all_codes,
+    all_rows,
 )
 
 
 def test_codes_are_unique_and_well_formed():
     codes = all_codes()
     assert len({c.code for c in codes}) == len(codes)
-    for c in codes:
+    for c in all_rows():
         assert re.fullmatch(r"EX[1-9]\d\d", c.code)
         assert c.type in (VALIDATION, AUTH, POLICY, NETWORK, INTERNAL)
         assert re.fullmatch(r"[A-Z_]+", c.subtype)
+
+
+def test_rows_that_share_a_code_share_its_meaning():
+    """A code is one meaning to callers; rows that reuse it differ only in how a transport answers."""
+    first = {c.code: c for c in all_codes()}
+    for row in all_rows():
+        assert (row.type, row.subtype) == (first[row.code].type, first[row.code].subtype), row
+    shared = [r for r in all_rows() if r is not first[r.code]]
+    assert shared and all((r.status, r.rpc) != (first[r.code].status, first[r.code].rpc) or r.title != first[r.code].title
+                          for r in shared)
+
+
+def test_every_row_says_how_each_surface_answers_it():
+    for row in all_rows():
+        assert 400 <= row.status <= 599, row
+        assert row.rpc in (-32700, -32600, -32000), row
+        assert row.exit == (2 if row.type in (VALIDATION, POLICY, AUTH) else 1), row
+    assert Codes.NO_TOKEN.status == 401 and Codes.NOT_REVIEWER.status == 403
+    assert Codes.INPUT_TOO_LARGE.status == Codes.BODY_TOO_LARGE.status == 413
+    assert (Codes.BODY_NOT_JSON.status, Codes.BODY_TOO_SLOW.status) == (415, 408)
+    assert Codes.RATE_LIMITED.status == Codes.FLOODED.status == Codes.TOO_MANY_SESSIONS.status == 429
+    assert (Codes.TIME_BUDGET.status, Codes.UPSTREAM_UNAVAILABLE.status, Codes.CANCELLED.status) == (504, 503, 499)
+    assert Codes.JSON_UNREADABLE.rpc == Codes.JSON_TOO_LARGE.rpc == -32700
 
 
 def test_code_ranges_follow_the_stage():

@@ -1,18 +1,27 @@
-"""Errors, every stage: one hierarchy, one registry of stable codes, one envelope.
+"""Errors, every stage: one hierarchy, one table of refusals, one envelope.
 
-Each refusal is an `ExploreError` carrying an `ErrorCode` row (code, type,
-subtype), a message and an actionable hint. `to_envelope()` is the only place
-the caller-visible shape is built; every surface calls it.
+Each refusal is an `ExploreError` carrying a row of `Codes` (code, type,
+subtype, and how every surface answers it: the HTTP status, the JSON-RPC
+code when a transport refuses a message itself, the CLI's exit code), a
+message and an actionable hint. `to_envelope()` is the only place the
+caller-visible shape is built. Surfaces translate a row into their wire
+format (`row.status`, `row.rpc`, `row.exit`) and decide nothing else: a new
+refusal is one row here, and every surface answers it.
+
+A code is what callers see and is stable and never reused; a retired code
+stays below as a comment. A few rows share a code where callers see one
+meaning with a different transport status (EX102 "the request is
+malformed" is 400, 408 when the body is too slow, 415 when it is not JSON);
+rows that share a code share its type and subtype.
 
 The internal `reason` (e.g. SECRET_COLUMN_DENIED) is kept on the exception for
 the audit trail and is never part of the envelope, so a secret column and a
 column that does not exist get byte-identical answers.
-
-Codes are stable and never reused. A retired code stays below as a comment.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,17 +32,36 @@ POLICY = "policy"
 NETWORK = "network"
 INTERNAL = "internal"
 
+# The status of each type, unless a row says otherwise.
+STATUS = {VALIDATION: 400, AUTH: 403, POLICY: 403, NETWORK: 503, INTERNAL: 500}
+CLIENT_CLOSED = 499  # nginx's "client closed request": logged, never received
+# JSON-RPC 2.0 error codes, for a refusal of the message itself (before any tool runs).
+RPC_PARSE_ERROR, RPC_INVALID_REQUEST, RPC_SERVER_ERROR = -32700, -32600, -32000
+REJECTED_TYPES = (VALIDATION, POLICY, AUTH)  # the caller's input: CLI exit 2; anything else exit 1
+
 
 @dataclass(frozen=True, slots=True)
 class ErrorCode:
+    """One row of the table: a refusal and how each surface answers it."""
+
     code: str
     type: str
     subtype: str
     title: str
+    status: int  # the HTTP status (REST, the dashboard's JSON, /mcp's own refusals)
+    rpc: int  # the JSON-RPC error code when /mcp or stdio refuses a message before any tool runs
+
+    @property
+    def exit(self) -> int:
+        """The CLI's exit code: 2 when the caller's input was refused, 1 for anything else."""
+        return 2 if self.type in REJECTED_TYPES else 1
 
 
-def _c(code: str, type_: str, subtype: str, title: str) -> ErrorCode:
-    return ErrorCode(code, type_, subtype, title)
+def _c(code: str, type_: str, subtype: str, title: str, status: int | None = None,
+       rpc: int | None = None) -> ErrorCode:
+    if rpc is None:
+        rpc = RPC_INVALID_REQUEST if type_ == VALIDATION else RPC_SERVER_ERROR
+    return ErrorCode(code, type_, subtype, title, STATUS[type_] if status is None else status, rpc)
 
 
 class Codes:
@@ -75,22 +103,44 @@ class Codes:
     LITERAL_TOO_LONG = _c("EX405", POLICY, "QUERY_BUDGET_EXCEEDED", "a literal longer than max_literal_length")
     HEAVY_WITHOUT_FILTER = _c("EX406", POLICY, "QUERY_BUDGET_EXCEEDED", "a heavy dataset without a filter")
     LIMIT_OVER_BUDGET = _c("EX407", POLICY, "QUERY_BUDGET_EXCEEDED", "limit above the row budget (clamp_limit off)")
-    INPUT_TOO_LARGE = _c("EX408", POLICY, "QUERY_BUDGET_EXCEEDED", "the input text is too long")
+    INPUT_TOO_LARGE = _c("EX408", POLICY, "QUERY_BUDGET_EXCEEDED", "the input text is too long", 413)
     TOO_DEEP = _c("EX409", POLICY, "QUERY_BUDGET_EXCEEDED", "predicates nested too deeply")
-    TIME_BUDGET = _c("EX410", POLICY, "QUERY_BUDGET_EXCEEDED", "the statement ran past the role's timeout_ms")
+    TIME_BUDGET = _c("EX410", POLICY, "QUERY_BUDGET_EXCEEDED", "the statement ran past the role's timeout_ms", 504)
     COST_BUDGET = _c("EX411", POLICY, "QUERY_BUDGET_EXCEEDED", "the planner's cost estimate is above max_cost")
 
     # EX5xx: who is asking
     UNKNOWN_ROLE = _c("EX501", AUTH, "AUTH_SCOPE_DENIED", "the role is not in the contract")
-    NO_TOKEN = _c("EX502", AUTH, "AUTH_REQUIRED", "no bearer token, or not a valid one")
+    NO_TOKEN = _c("EX502", AUTH, "AUTH_REQUIRED", "no bearer token, or not a valid one", 401)
     NOT_REVIEWER = _c("EX503", AUTH, "AUTH_SCOPE_DENIED", "the page is for reviewers")
 
     # EX6xx: the database
     UPSTREAM_UNAVAILABLE = _c("EX601", NETWORK, "UPSTREAM_UNAVAILABLE", "PostgreSQL cannot be reached")
 
     # Hardening (server surfaces): per-principal rate limits, and calls the caller abandoned.
-    RATE_LIMITED = _c("EX412", POLICY, "QUERY_BUDGET_EXCEEDED", "more calls than the principal's rate limit allows")
-    CANCELLED = _c("EX602", NETWORK, "CANCELLED", "the caller disconnected or cancelled before the answer (audit only)")
+    RATE_LIMITED = _c("EX412", POLICY, "QUERY_BUDGET_EXCEEDED", "more calls than the principal's rate limit allows",
+                      429)
+    CANCELLED = _c("EX602", NETWORK, "CANCELLED", "the caller disconnected or cancelled before the answer (audit only)",
+                   CLIENT_CLOSED)
+
+    # The surfaces' own refusals of a request, before any tool runs: codes shared with the rows above
+    # (callers see the same meaning), statuses of their own.
+    BODY_NOT_JSON = _c("EX102", VALIDATION, "INVALID_REQUEST", "the body is not sent as JSON (UTF-8)", 415)
+    BODY_TOO_SLOW = _c("EX102", VALIDATION, "INVALID_REQUEST", "the body did not arrive within the body timeout", 408)
+    BODY_TOO_LARGE = _c("EX408", POLICY, "QUERY_BUDGET_EXCEEDED", "the body is over the size limit", 413,
+                        RPC_INVALID_REQUEST)
+    JSON_TOO_LARGE = _c("EX408", POLICY, "QUERY_BUDGET_EXCEEDED", "the JSON text is over the size limit", 413,
+                        RPC_PARSE_ERROR)
+    NOT_JSON_RPC = _c("EX102", VALIDATION, "INVALID_REQUEST", "not one JSON-RPC message (a batch, a bad id)")
+    JSON_UNREADABLE = _c("EX102", VALIDATION, "INVALID_REQUEST", "not JSON (malformed, not UTF-8, NaN, duplicate keys)",
+                         rpc=RPC_PARSE_ERROR)
+    NO_ROUTE = _c("EX102", VALIDATION, "INVALID_REQUEST", "no such route", 404)
+    WRONG_METHOD = _c("EX102", VALIDATION, "INVALID_REQUEST", "the route does not take this method", 405)
+    TRANSPORT_REFUSED = _c("EX102", VALIDATION, "INVALID_REQUEST",
+                           "the MCP transport refused the request (its own status: Host, Origin, Accept)")
+    FLOODED = _c("EX412", POLICY, "QUERY_BUDGET_EXCEEDED", "too many requests without a valid token from an address",
+                 429)
+    TOO_MANY_SESSIONS = _c("EX412", POLICY, "QUERY_BUDGET_EXCEEDED", "a principal holds its most MCP sessions", 429)
+    BAD_COOKIE = _c("EX502", AUTH, "AUTH_REQUIRED", "the dashboard's sign-in cookie cannot be read", 401)
 
     # EX9xx: not the caller's fault
     INTERNAL_ERROR = _c("EX901", INTERNAL, "INTERNAL_ERROR", "an unexpected failure")
@@ -102,8 +152,17 @@ class Codes:
     SETTING_INVALID = _c("EX907", INTERNAL, "SETTING_INVALID", "a deployment setting (ONTOOS_*) is invalid")
 
 
-def all_codes() -> list[ErrorCode]:
+def all_rows() -> list[ErrorCode]:
+    """Every row of the table, in order."""
     return [v for v in vars(Codes).values() if isinstance(v, ErrorCode)]
+
+
+def all_codes() -> list[ErrorCode]:
+    """One row per code (the first that defines it): what callers can see."""
+    seen: dict[str, ErrorCode] = {}
+    for row in all_rows():
+        seen.setdefault(row.code, row)
+    return list(seen.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +198,7 @@ class ExploreError(Exception):
         self.reason = reason or code.subtype
         # What reviewers need beyond the reason (e.g. the secret column reached for); never rendered.
         self.detail = detail
+        self.retry_after_s: int | None = None  # a 429's wait: meta.retry_after_s (Retry-After over HTTP)
 
     @property
     def code(self) -> str:
@@ -169,6 +229,8 @@ class ExploreError(Exception):
 
     def to_envelope(self, **meta: Any) -> dict[str, Any]:
         """The error envelope every surface shows; `meta` adds exploration_id, contract_hash."""
+        if self.retry_after_s is not None:
+            meta.setdefault("retry_after_s", self.retry_after_s)
         return {"ok": False, "error": self.to_error(), "meta": {k: v for k, v in meta.items() if v is not None}}
 
     def __repr__(self) -> str:
@@ -237,3 +299,77 @@ class GuardViolation(InternalError):
             code=Codes.GUARD_VIOLATION,
         )
         self.violations = violations
+
+
+# ---------------------------------------------------------------- the surfaces' own refusals
+# Each is built here, from its row, so every surface answers it alike.
+
+
+def _retry_after(e: ExploreError, wait_s: float) -> ExploreError:
+    e.retry_after_s = max(1, math.ceil(wait_s))
+    return e
+
+
+def no_token(message: str = "a bearer token is required") -> ExploreError:
+    return AuthError(Codes.NO_TOKEN, message,
+                     hint="send one Authorization: Bearer <token> header (tokens are issued in the server configuration)")
+
+
+def bad_cookie() -> ExploreError:
+    return AuthError(Codes.BAD_COOKIE, "the sign-in cookie cannot be read",
+                     hint="sign in again at /governance/login, or send an Authorization: Bearer <token> header")
+
+
+def body_too_large(limit: int, size: int | None = None) -> ExploreError:
+    return BudgetError(Codes.BODY_TOO_LARGE, "the body is too large" if size is None else f"the body is {size} bytes",
+                       hint=f"send at most {limit} bytes")
+
+
+def body_too_slow(timeout_s: float) -> ExploreError:
+    return InputError(Codes.BODY_TOO_SLOW, f"the body did not arrive within {timeout_s:g} s",
+                      hint="send the whole body at once, with a Content-Length that matches it")
+
+
+def not_json(content_type: str) -> ExploreError:
+    shown = content_type.encode("ascii", "replace").decode("ascii")[:60]
+    return InputError(Codes.BODY_NOT_JSON, f"the body is sent as '{shown}', not as JSON",
+                      hint="send Content-Type: application/json (UTF-8) with a JSON object, "
+                      "e.g. curl -H 'Content-Type: application/json' -d '{\"dataset\": ...}'")
+
+
+def rate_limited(principal: str, limit: str, wait_s: float) -> ExploreError:
+    after = max(1, math.ceil(wait_s))
+    e = ExploreError(Codes.RATE_LIMITED, f"{principal} has used its rate limit of {limit}",
+                     hint=f"retry in {after} s (meta.retry_after_s; Retry-After over HTTP); spread the calls out, "
+                     "or ask for a higher rate_limit in the server configuration", reason="RATE_LIMITED")
+    return _retry_after(e, wait_s)
+
+
+def flooded(wait_s: float) -> ExploreError:
+    after = max(1, math.ceil(wait_s))
+    e = ExploreError(Codes.FLOODED, "too many requests without a valid token from this address",
+                     hint=f"retry in {after} s with one Authorization: Bearer <token> header "
+                     "(tokens are issued in the server configuration)", reason="AUTH_FLOOD")
+    return _retry_after(e, wait_s)
+
+
+def too_many_sessions(principal: str, held: int) -> ExploreError:
+    return ExploreError(Codes.TOO_MANY_SESSIONS, f"{principal} has {held} MCP sessions open, its most at once",
+                        hint="reuse an open session (its mcp-session-id header), or end one you no longer use "
+                        "with DELETE /mcp; idle sessions end after 30 minutes", reason="MCP_SESSIONS")
+
+
+def cancelled(surface: str) -> ExploreError:
+    return ExploreError(Codes.CANCELLED, "the call was abandoned before its answer",
+                        hint="the client disconnected or cancelled the call; nothing was returned",
+                        reason="CLIENT_DISCONNECTED" if surface == "rest" else "CALL_CANCELLED")
+
+
+def not_a_route(method: str, path: str, detail: str, status: int, routes: str) -> ExploreError:
+    row = Codes.WRONG_METHOD if status == 405 else Codes.NO_ROUTE
+    return InputError(row, f"{method} {path[:80]}: {detail}", hint=f"routes: {routes}")
+
+
+def transport_refused(text: str, hint: str) -> ExploreError:
+    """The MCP SDK refused a request in plain text (its own status: a bad Host, Origin or Accept)."""
+    return InputError(Codes.TRANSPORT_REFUSED, text[:200], hint=hint)

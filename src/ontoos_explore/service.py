@@ -11,35 +11,19 @@ logged here with its traceback and answered as INTERNAL_ERROR.
 from __future__ import annotations
 
 import logging
-import uuid
-from dataclasses import dataclass
 from typing import Any
 
 from .compiler import CompiledQuery
 from .contract import Contract
 from .engine.executor import Executor, Outcome
+from .envelope import Answer, new_id
 from .errors import ExploreError, InternalError
 from .pipeline import compile_exploration
 from .templates import TEMPLATES, TemplateCache
 
 log = logging.getLogger("ontoos_explore.service")
 
-
-def new_id() -> str:
-    return uuid.uuid4().hex[:16]
-
-
-@dataclass
-class Answer:
-    """One exploration's envelope, plus what the audit needs (never rendered)."""
-
-    envelope: dict[str, Any]
-    compiled: CompiledQuery | None = None
-    error: ExploreError | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
+__all__ = ["Answer", "Explorer", "new_id", "success_envelope", "plan_envelope"]
 
 
 def success_envelope(q: CompiledQuery, out: Outcome, exploration_id: str) -> dict[str, Any]:
@@ -105,10 +89,10 @@ class Explorer:
             compiled = compile_()
             out = await self.executor.run(compiled, dry_run=dry_run)
             render = plan_envelope if dry_run else success_envelope
-            return Answer(render(compiled, out, exploration_id), compiled)
+            return Answer.success(render(compiled, out, exploration_id), compiled)
         except ExploreError as e:
-            return Answer(e.to_envelope(exploration_id=exploration_id, contract_hash=self.contract.hash), compiled, e)
+            return Answer.refusal(e, compiled, exploration_id=exploration_id, contract_hash=self.contract.hash)
         except Exception:
             log.exception("exploration %s failed unexpectedly", exploration_id)
-            e = InternalError(reason="UNEXPECTED")
-            return Answer(e.to_envelope(exploration_id=exploration_id, contract_hash=self.contract.hash), compiled, e)
+            return Answer.refusal(InternalError(reason="UNEXPECTED"), compiled, exploration_id=exploration_id,
+                                  contract_hash=self.contract.hash)

@@ -476,7 +476,7 @@ def test_a_refusal_that_echoes_a_lone_surrogate_still_renders():
     env = {"ok": False, "error": {"type": "validation", "subtype": "X", "code": "EX102",
                                   "message": "no key '\ud800' \x00", "hint": "h"}, "meta": {}}
     body = envelope_response(env).body.decode("utf-8")
-    assert "\\\\ud800" in body and "\\\\x00" in body
+    assert "\\\\ud800" in body and "\\\\u0000" in body
     assert scrub({"a": ["\udcff", {"\ud800": "ok"}], "n": 1}) == {"a": ["\\udcff", {"\\ud800": "ok"}], "n": 1}
 
 

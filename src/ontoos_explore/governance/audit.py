@@ -53,7 +53,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ..contract import Contract
 from ..errors import ExploreError
-from ..service import Answer, new_id
+from ..envelope import Answer, clean_text, new_id
 
 log = logging.getLogger("ontoos_explore.audit")
 
@@ -119,20 +119,9 @@ MAX_TEXT = 4000
 EVENT_OVERHEAD = 600  # bytes of an Event beyond its text (object, datetime, numbers), for the queue's byte bound
 
 
-def clean_text(value: Any) -> Any:
-    """Text PostgreSQL can store: NUL and unpaired surrogates escaped, at most MAX_TEXT characters."""
-    if not isinstance(value, str):
-        return value
-    if len(value) > MAX_TEXT:
-        value = value[:MAX_TEXT]
-    if "\x00" in value:
-        value = value.replace("\x00", "\\u0000")
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            value = value.encode("utf-8", "backslashreplace").decode("utf-8")
-    return value
+def _stored(value: Any) -> Any:
+    """A value PostgreSQL can store: text `clean_text`ed, at most MAX_TEXT characters."""
+    return clean_text(value, MAX_TEXT) if isinstance(value, str) else value
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +147,7 @@ class Event:
     elapsed_ms: float | None = None
 
     def row(self) -> tuple:
-        return tuple(clean_text(getattr(self, c)) for c in COLUMNS)
+        return tuple(_stored(getattr(self, c)) for c in COLUMNS)
 
     def size(self) -> int:
         """An estimate of the memory the event holds while queued, in bytes."""
@@ -184,7 +173,7 @@ class Gap:
     detail: str
 
     def row(self) -> tuple:
-        return tuple(clean_text(getattr(self, c)) for c in GAP_COLUMNS)
+        return tuple(_stored(getattr(self, c)) for c in GAP_COLUMNS)
 
 
 def _describe_source(source: Any, contract: Contract) -> tuple[str | None, str | None, str | None]:

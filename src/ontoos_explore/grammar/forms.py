@@ -73,11 +73,11 @@ def loads_strict(text: str | bytes) -> Any:
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError:
-            raise _bad("the request is not UTF-8", "send UTF-8 encoded JSON") from None
+            raise _unreadable("the request is not UTF-8", "send UTF-8 encoded JSON") from None
     if len(text) > MAX_TEXT * 4:
         from ..errors import BudgetError
 
-        raise BudgetError(Codes.INPUT_TOO_LARGE, f"the request is {len(text)} characters long",
+        raise BudgetError(Codes.JSON_TOO_LARGE, f"the request is {len(text)} characters long",
                           hint=f"the largest accepted request is {MAX_TEXT * 4} characters")
 
     def no_constant(name: str) -> Any:
@@ -94,11 +94,15 @@ def loads_strict(text: str | bytes) -> Any:
     try:
         return json.loads(text, parse_constant=no_constant, object_pairs_hook=no_duplicates, parse_float=Decimal)
     except RecursionError:
-        raise _bad("the JSON nests too deeply", "an exploration is a flat JSON object") from None
+        raise _unreadable("the JSON nests too deeply", "an exploration is a flat JSON object") from None
     except ValueError as e:
         msg = e.msg if isinstance(e, json.JSONDecodeError) else str(e)
         where = f" at line {e.lineno}, column {e.colno}" if isinstance(e, json.JSONDecodeError) else ""
-        raise _bad(f"the request is not valid JSON: {msg}{where}", 'send a JSON object such as {"dataset": "...", "fields": ["..."]}') from None
+        raise _unreadable(f"the request is not valid JSON: {msg}{where}", 'send a JSON object such as {"dataset": "...", "fields": ["..."]}') from None
+
+
+def _unreadable(message: str, hint: str) -> InputError:
+    return InputError(Codes.JSON_UNREADABLE, message, hint=hint)
 
 
 def _string_list(body: dict, key: str, required: bool = False) -> list[str]:

@@ -32,7 +32,7 @@ from mcp.types import (
 
 from .. import __version__
 from .config import Principal
-from .tools import INSTRUCTIONS, READ_ONLY, TOOLS, Tools, input_schema, output_schema, presentable
+from .tools import INSTRUCTIONS, READ_ONLY, TOOLS, Tools, input_schema, output_schema
 
 log = logging.getLogger("ontoos_explore.mcp")
 
@@ -79,8 +79,8 @@ def build_server(tools: Tools, principal_of: Callable[[ServerRequestContext], Pr
 
             env = InternalError(reason="UNEXPECTED").to_envelope()
             return CallToolResult(is_error=True, content=[TextContent(type="text", text=json.dumps(env))])
-        if not answer.ok:  # a refusal may echo the caller's text: encodable, and not too much of it
-            text = json.dumps(presentable(answer.envelope), ensure_ascii=False)
+        if not answer.ok:  # the envelope is presentable already (`Answer.refusal`)
+            text = json.dumps(answer.envelope, ensure_ascii=False)
             return CallToolResult(is_error=True, content=[TextContent(type="text", text=text)])
         text = json.dumps(answer.envelope, ensure_ascii=False)
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=answer.envelope)

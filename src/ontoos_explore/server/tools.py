@@ -16,17 +16,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..catalog import describe_dataset, list_datasets
 from ..contract import Contract
-from ..errors import AuthError, Codes, ExploreError, InputError
+from ..envelope import clean_text, presentable, scrub  # noqa: F401 (re-exported for the surfaces)
+from ..errors import Codes, ExploreError, InputError, cancelled, no_token, rate_limited
 from ..grammar.limits import check_json
 from ..names import close_matches
-from ..service import Answer, Explorer, new_id
+from ..envelope import Answer, new_id
+from ..service import Explorer
 from .config import Principal, RateLimiter
 
 INSTRUCTIONS = """\
@@ -154,73 +155,6 @@ def _unknown_keys(arguments: dict[str, Any], allowed: tuple[str, ...], tool: str
         )
 
 
-def clean_text(text: str) -> str:
-    """A string any JSON encoder, UTF-8 and PostgreSQL text accept: NUL and unpaired surrogates escaped."""
-    if "\x00" in text:
-        text = text.replace("\x00", "\\x00")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
-
-
-def scrub(value: Any) -> Any:
-    """`value` (an envelope, an event's field) with every string `clean_text`ed; iterative for dicts and lists."""
-    if isinstance(value, str):
-        return clean_text(value)
-    if not isinstance(value, (dict, list)):
-        return value
-    root: Any = {} if isinstance(value, dict) else []
-    stack = [(value, root)]
-    while stack:
-        src, dst = stack.pop()
-        items = src.items() if isinstance(src, dict) else enumerate(src)
-        for k, v in items:
-            if isinstance(v, (dict, list)):
-                child: Any = {} if isinstance(v, dict) else []
-                stack.append((v, child))
-                v = child
-            elif isinstance(v, str):
-                v = clean_text(v)
-            if isinstance(dst, dict):
-                dst[clean_text(k) if isinstance(k, str) else k] = v
-            else:
-                dst.append(v)
-    return root
-
-
-MAX_MESSAGE = 500  # characters of an error message shown; a longer one echoes far too much input
-
-
-def presentable(envelope: dict[str, Any]) -> dict[str, Any]:
-    """A refusal as a surface shows it: every string encodable (`scrub`), the message at most MAX_MESSAGE
-    characters (a syntax error quoting a 60,000-character token should not send it back whole)."""
-    env = scrub(envelope)
-    err = env.get("error")
-    if isinstance(err, dict) and isinstance(err.get("message"), str) and len(err["message"]) > MAX_MESSAGE:
-        err["message"] = err["message"][: MAX_MESSAGE - 1] + "\u2026"
-    return env
-
-
-def rate_limited(principal: Principal, wait_s: float) -> ExploreError:
-    after = max(1, math.ceil(wait_s))
-    return ExploreError(
-        Codes.RATE_LIMITED,
-        f"{principal.name} has used its rate limit of {principal.rate.describe()}",
-        hint=f"retry in {after} s (meta.retry_after_s; Retry-After over HTTP); spread the calls out, "
-        "or ask for a higher rate_limit in the server configuration",
-        reason="RATE_LIMITED",
-        detail={"retry_after_s": after},
-    )
-
-
-def cancelled(surface: str) -> ExploreError:
-    return ExploreError(Codes.CANCELLED, "the call was abandoned before its answer",
-                        hint="the client disconnected or cancelled the call; nothing was returned",
-                        reason="CLIENT_DISCONNECTED" if surface == "rest" else "CALL_CANCELLED")
-
-
 class Tools:
     def __init__(self, contract: Contract, explorer: Explorer, registry=None, audit=None) -> None:
         self.contract = contract
@@ -254,8 +188,7 @@ class Tools:
         wait_s = self.limiter.take(principal)
         if wait_s <= 0:
             return None
-        e = rate_limited(principal, wait_s)
-        return Answer(self._error(e, retry_after_s=e.detail["retry_after_s"]), error=e)
+        return self._refusal(rate_limited(principal.name, principal.rate.describe(), wait_s))
 
     async def call(self, name: str, arguments: Any, principal: Principal | None, surface: str = "mcp", *,
                    admitted: bool = False) -> Answer:
@@ -274,8 +207,7 @@ class Tools:
             try:
                 answer = await self._call(name, arguments, principal)
             except asyncio.CancelledError:
-                e = cancelled(surface)
-                self.record(Answer(self._error(e), error=e), principal, surface, source)
+                self.record(self._refusal(cancelled(surface)), principal, surface, source)
                 raise
         self.record(answer, principal, surface, source)
         return answer
@@ -288,14 +220,13 @@ class Tools:
             try:
                 answer = await self.explorer.explore(source, principal.role, dry_run=dry_run)
             except asyncio.CancelledError:
-                e = cancelled(surface)
-                self.record(Answer(self._error(e), error=e), principal, surface, source)
+                self.record(self._refusal(cancelled(surface)), principal, surface, source)
                 raise
         self.record(answer, principal, surface, source)
         return answer
 
-    def _error(self, e: ExploreError, **meta: Any) -> dict[str, Any]:
-        return e.to_envelope(exploration_id=new_id(), contract_hash=self.contract.hash, **meta)
+    def _refusal(self, e: ExploreError) -> Answer:
+        return Answer.refusal(e, exploration_id=new_id(), contract_hash=self.contract.hash)
 
     def _ok(self, data: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "data": data, "meta": {"exploration_id": new_id(), "contract_hash": self.contract.hash}}
@@ -303,8 +234,7 @@ class Tools:
     async def _call(self, name: str, arguments: Any, principal: Principal | None) -> Answer:
         """Run one tool for `principal`; every outcome is an envelope."""
         if principal is None:
-            e = AuthError(Codes.NO_TOKEN, "no valid bearer token", hint="send Authorization: Bearer <token>")
-            return Answer(self._error(e), error=e)
+            return self._refusal(no_token("no valid bearer token"))
         if not isinstance(arguments, dict):
             arguments = {} if arguments is None else arguments
         try:
@@ -327,14 +257,14 @@ class Tools:
                 _unknown_keys(arguments, ("dataset",), name)
                 dataset = arguments.get("dataset")
                 if dataset is None:
-                    return Answer(self._ok(list_datasets(self.contract, principal.role)))
+                    return Answer.success(self._ok(list_datasets(self.contract, principal.role)))
                 if not isinstance(dataset, str):
                     raise InputError(Codes.INVALID_REQUEST, "'dataset' must be a string", hint='e.g. {"dataset": "workloads"}')
-                return Answer(self._ok(describe_dataset(self.contract, principal.role, dataset)))
+                return Answer.success(self._ok(describe_dataset(self.contract, principal.role, dataset)))
             if name == "ontoos_queries":
                 _unknown_keys(arguments, (), name)
                 queries = self.registry.visible(principal.role) if self.registry else []
-                return Answer(self._ok({"queries": [q.describe() for q in queries]}))
+                return Answer.success(self._ok({"queries": [q.describe() for q in queries]}))
             if name == "ontoos_run_query":
                 _unknown_keys(arguments, ("id", "params"), name)
                 if not isinstance(arguments.get("id"), str):
@@ -344,6 +274,5 @@ class Tools:
                     raise InputError(Codes.UNKNOWN_QUERY, "there are no named queries", hint="use ontoos_explore")
                 return await self.registry.run(self.explorer, principal.role, arguments.get("id"), arguments.get("params"))
         except ExploreError as e:
-            return Answer(self._error(e), error=e)
-        e = InputError(Codes.UNKNOWN_TOOL, f"no tool '{str(name)[:60]}'", hint=f"tools: {', '.join(TOOLS)}")
-        return Answer(self._error(e), error=e)
+            return self._refusal(e)
+        return self._refusal(InputError(Codes.UNKNOWN_TOOL, f"no tool '{str(name)[:60]}'", hint=f"tools: {', '.join(TOOLS)}"))
