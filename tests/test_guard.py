@@ -121,3 +121,69 @@ def test_compiler_and_guard_must_agree_on_the_columns(demo):
     with pytest.raises(GuardViolation) as info:
         verify(lying, allowed_for_role(demo, demo.role("analyst")))
     assert info.value.violations[0]["kind"] == "Columns"
+
+
+# ---------------------------------------------------------------- targets: what each SELECT-list item reads
+
+TWO = AllowedSet({("s", "w"): frozenset({"id", "name", "ns", "size"}),
+                  ("s", "c"): frozenset({"wid", "image", "size"})}, max_rows=10)
+W, C = ("s", "w"), ("s", "c")
+
+
+def targets(sql: str, allowed: AllowedSet = TWO, n_params: int | None = None) -> list[set[tuple[str, str, str]]]:
+    verdict = check(sql, allowed, n_params)
+    assert verdict.ok, verdict.to_json(sql)
+    assert all(isinstance(t, frozenset) for t in verdict.targets)
+    return [set(t) for t in verdict.targets]
+
+
+@pytest.mark.parametrize("sql, expected", [
+    ("SELECT w.name, w.ns FROM s.w w LIMIT 1", [{(*W, "name")}, {(*W, "ns")}]),
+    ('SELECT "w"."ns" AS "namespace", w.name AS n FROM s.w w LIMIT 1', [{(*W, "ns")}, {(*W, "name")}]),
+    ("SELECT name FROM s.w LIMIT 1", [{(*W, "name")}]),  # unqualified, and the table's own name as its alias
+    ("SELECT max(w.size) AS biggest, count(w.id) FROM s.w w LIMIT 1", [{(*W, "size")}, {(*W, "id")}]),
+    ("SELECT count(*) FROM s.w w LIMIT 1", [set()]),
+    ("SELECT w.name, $1::int FROM s.w w LIMIT 1", [{(*W, "name")}, set()]),
+    ("SELECT x.image, w.name FROM s.w w INNER JOIN s.c x ON x.wid = w.id LIMIT 1", [{(*C, "image")}, {(*W, "name")}]),
+    ("SELECT w.size = x.size AS same, w.name IS NULL OR x.image IS NULL "
+     "FROM s.w w LEFT JOIN s.c x ON x.wid = w.id LIMIT 1",
+     [{(*W, "size"), (*C, "size")}, {(*W, "name"), (*C, "image")}]),
+    ("SELECT w.size BETWEEN x.size AND $1 FROM s.w w JOIN s.c x ON x.wid = w.id LIMIT 1",
+     [{(*W, "size"), (*C, "size")}]),
+    ("SELECT w.name, w.name FROM s.w w LIMIT 1", [{(*W, "name")}, {(*W, "name")}]),
+], ids=["plain", "aliases", "unqualified", "aggregates", "count-star", "parameter", "join-alias",
+        "two-columns", "between-two-columns", "same-column-twice"])
+def test_targets_name_the_columns_each_output_position_reads(sql, expected):
+    assert targets(sql) == expected
+
+
+def test_targets_leave_out_columns_read_only_outside_the_select_list():
+    sql = ("SELECT count(*) AS n, w.ns FROM s.w w INNER JOIN s.c x ON x.wid = w.id "
+           "WHERE x.image = $1 GROUP BY w.ns, w.name ORDER BY w.size LIMIT 1")
+    verdict = check(sql, TWO, 1)
+    assert targets(sql, n_params=1) == [set(), {(*W, "ns")}]
+    assert {(*C, "image"), (*C, "wid"), (*W, "size"), (*W, "name")} <= verdict.columns
+
+
+def test_targets_are_empty_when_the_walk_never_starts():
+    for sql in ("SELEC 1", "SELECT w.name FROM s.w w LIMIT 1; SELECT 1", "DELETE FROM s.w"):
+        assert check(sql, TWO).targets == ()
+
+
+@pytest.mark.parametrize("case", ACCEPT, ids=[c["id"] for c in ACCEPT])
+def test_targets_agree_with_the_select_list_and_the_placed_columns(case, allowed):
+    from pglast.parser import parse_sql_json
+
+    verdict = check(case["sql"], allowed, case.get("params"))
+    select = json.loads(parse_sql_json(case["sql"]))["stmts"][0]["stmt"]["SelectStmt"]
+    assert len(verdict.targets) == len(select["targetList"])
+    assert set().union(*verdict.targets) == {(s, t, c) for clause, s, t, c in verdict.placed if clause == "targetList"}
+
+
+def test_every_compiled_golden_has_one_target_per_output_column(demo):
+    golden = yaml.safe_load((CASES / "golden.yaml").read_text())
+    for case in golden:
+        q = compile_exploration(case["source"], demo, case["role"])
+        verdict = check(q.sql, allowed_for_role(demo, demo.role(case["role"])), len(q.params))
+        assert len(verdict.targets) == len(q.columns), case["id"]
+        assert set().union(*verdict.targets) <= q.touches, case["id"]

@@ -71,4 +71,5 @@ def check(sql: str, allowed: AllowedSet, n_params: int | None = None) -> Verdict
         frozenset(checker.ranges.values()),
         frozenset(checker.columns),
         frozenset(checker.placed),
+        tuple(frozenset(t) for t in checker.targets),
     )

@@ -35,6 +35,9 @@ class Verdict:
     relations: frozenset[tuple[str, str]] = frozenset()
     columns: frozenset[tuple[str, str, str]] = frozenset()  # (schema, table, column) read
     placed: frozenset[tuple[str, str, str, str]] = frozenset()  # (clause, schema, table, column): where each is read
+    # One entry per item of the SELECT list, in order: the (schema, table, column) it reads
+    # (empty for count(*) or a parameter). A named query masks an output position by it.
+    targets: tuple[frozenset[tuple[str, str, str]], ...] = ()
 
     @property
     def ok(self) -> bool:

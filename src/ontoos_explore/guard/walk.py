@@ -52,6 +52,8 @@ class _Checker:
         self.placed: set[tuple[str, str, str, str]] = set()  # (clause, schema, table, column)
         self.clause = ""
         self.params: set[int] = set()
+        self.targets: list[set[tuple[str, str, str]]] = []  # per SELECT-list item, in order: the columns it reads
+        self.target: set[tuple[str, str, str]] = set()  # the item being walked (the walk is depth-first)
 
     def fail(self, kind: str, message: str, body: dict | None = None) -> None:
         self.violations.append(Violation(kind, message, _location(body)))
@@ -172,6 +174,9 @@ class _Checker:
     # ------------------------------------------------------------ expressions
 
     def visit_ResTarget(self, b: dict, slot: str) -> bool:
+        if slot == "targetList":  # an item of the one SELECT's list: what follows, up to the next, is inside it
+            self.target = set()
+            self.targets.append(self.target)
         if b.get("indirection"):
             self.fail("ResTarget", "indirection is not allowed", b)
         return True
@@ -212,6 +217,8 @@ class _Checker:
         else:
             self.columns.add((*table, column))
             self.placed.add((self.clause, *table, column))
+            if self.clause == "targetList":
+                self.target.add((*table, column))
 
     def visit_ParamRef(self, b: dict, slot: str) -> bool:
         n = b.get("number", 0)
