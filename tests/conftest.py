@@ -1,4 +1,12 @@
-"""Shared fixtures: the demo contract, loaded once per session."""
+"""Shared fixtures: the demo contract, loaded once per session; a real PostgreSQL with the demo
+lakehouse (one per session, or per xdist worker); a pool over it.
+
+Every module passes alone and in any order. To check that, ONTOOS_TEST_REVERSE=1 runs the
+modules in reverse order and the tests of each module in reverse order too (=modules reverses
+the modules only):
+
+    ONTOOS_TEST_REVERSE=1 .venv/bin/pytest -p no:xdist -q
+"""
 
 from __future__ import annotations
 
@@ -12,6 +20,28 @@ from ontoos_explore import load_contract
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = Path(__file__).resolve().parent / "cases"
+
+
+def pytest_collection_modifyitems(config, items):
+    how = os.environ.get("ONTOOS_TEST_REVERSE", "").strip().lower()
+    if how in ("", "0", "no", "off"):
+        return
+    modules: dict[str, list] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+    reordered = []
+    for tests in reversed(list(modules.values())):
+        reordered.extend(tests if how == "modules" else reversed(tests))
+    items[:] = reordered
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_test_databases():
+    """The databases tests made with tests.databases.new_database, dropped at the end."""
+    from tests import databases
+
+    yield
+    databases.drop_created()
 
 
 @pytest.fixture(scope="session")

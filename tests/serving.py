@@ -9,7 +9,10 @@
 Each caller keeps its own configuration and environment; what they shared,
 copied four times before, is here: the console script next to this Python,
 a free loopback port, the /healthz wait, and the stop that only ever signals
-the process it started.
+the process it started. `Server` is such a process with what its tests check
+on every answer (`assert_clean`) and at the end (`stop_cleanly`: a clean exit,
+no traceback on stderr), so a module-scoped server fixture checks its own
+shutdown in its teardown instead of in a test that must run last.
 """
 
 from __future__ import annotations
@@ -23,7 +26,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from ontoos_explore.engine.demo_data import SECRET_MARKER  # in every secret value of the demo lakehouse
 
 
 class ServeError(RuntimeError):
@@ -84,3 +90,68 @@ def stop(proc: subprocess.Popen, timeout: float = 20) -> int | None:
 def clean_exit(returncode: int | None) -> bool:
     """The exit status of a graceful shutdown on SIGTERM."""
     return returncode in (0, -signal.SIGTERM)
+
+
+@dataclass
+class Server:
+    """A started `ontoos serve --http`; `forbidden`: strings no response body may contain;
+    `audit_dsn`: where it writes its audit (a database of its own when the test gave one)."""
+
+    name: str
+    host: str
+    port: int
+    proc: subprocess.Popen
+    workdir: Path
+    stderr_path: Path
+    forbidden: list[str] = field(default_factory=list)
+    audit_dsn: str | None = None
+    returncode: int | None = None
+
+    @property
+    def base(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+
+    def stop(self) -> int | None:
+        """SIGTERM (see `stop`); the exit status, also when called again."""
+        if self.returncode is None:
+            self.returncode = stop(self.proc)
+        return self.returncode
+
+    def stop_cleanly(self) -> None:
+        """Stop, and fail unless the shutdown was clean and stderr holds no traceback."""
+        rc = self.stop()
+        err = self.stderr()
+        assert "Traceback" not in err, f"the {self.name} server logged a traceback:\n{err[-4000:]}"
+        assert clean_exit(rc), f"the {self.name} server exited with {rc}:\n{err[-4000:]}"
+
+    def wait_healthy(self) -> Server:
+        """Until /healthz answers; the test fails (with the server's stderr) if it never does."""
+        import pytest
+
+        try:
+            wait_healthy(self.proc, self.port, host=self.host, stderr=self.stderr, name=f"the {self.name} server")
+        except ServeError as e:
+            self.stop()
+            pytest.fail(str(e))
+        return self
+
+
+def pg_socket_dir(dsn: str) -> str | None:
+    """The socket directory of a DSN over a Unix socket (a server path no answer may name)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    host = conninfo_to_dict(dsn).get("host") or ""
+    return host if host.startswith("/") else None
+
+
+def assert_clean(srv: Server, body: str, request_text: str = "", label: str = "") -> None:
+    """No traceback, no SQL, no server path or DSN, no secret value in a response body."""
+    assert "Traceback" not in body, f"{label}: a traceback in the body: {body[:500]}"
+    if "SELECT" not in request_text:  # the caller's own text may be echoed in a syntax error
+        assert "SELECT" not in body, f"{label}: SQL in the body: {body[:500]}"
+    assert SECRET_MARKER not in body, f"{label}: a secret value in the body"
+    for s in srv.forbidden:
+        assert s not in body, f"{label}: the body names {s!r}: {body[:500]}"

@@ -12,7 +12,12 @@ the way tests/server/test_http.py starts its own, but with:
   the other suites use;
 - principals with and without rate limits, and a server-wide default limit;
 - a body timeout of 2 s (ONTOOS_BODY_TIMEOUT), so a body that never arrives
-  is a quick 408 here.
+  is a quick 408 here;
+- an audit database of its own (`Server.audit_dsn`), so what a test reads
+  there is what this server recorded, whatever ran before.
+
+Each module's server fixture stops it with `stop_cleanly()` in its teardown:
+the shutdown must be clean, with no traceback on stderr.
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ from ontoos_explore import load_contract
 from ontoos_explore.engine import grants
 from tests import serving
 from tests.conftest import CASES, ROOT
-from tests.server.test_http import Server, _pg_socket_dir, assert_clean
+from tests.databases import database_of, new_database
+from tests.serving import Server, assert_clean, pg_socket_dir
 
 PREFIX = "ontoos_hx_"
 BODY_TIMEOUT_S = 2
@@ -112,25 +118,29 @@ def prepare_database(pg_dsn: str, contract_path: Path) -> None:
 
 def start_hostile_server(name: str, pg_dsn: str, workdir: Path, config_extra: dict | None = None,
                          **env_extra: str) -> Server:
-    """`ontoos serve --http` on a free loopback port with the hostile contract and config."""
+    """`ontoos serve --http` on a free loopback port with the hostile contract and config, and
+    its audit in a new database (unless `env_extra` sets ONTOOS_AUDIT_DSN)."""
     workdir.mkdir(parents=True, exist_ok=True)
     contract = hostile_contract(workdir / "contract.yaml")
     prepare_database(pg_dsn, contract)
     config = write_config(workdir / "server.yaml", **(config_extra or {}))
+    audit_dsn = env_extra.pop("ONTOOS_AUDIT_DSN", None) or new_database(pg_dsn, "audit")
     port = serving.free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ONTOOS_")}
-    env.update({"ONTOOS_DSN": pg_dsn, "ONTOOS_CONTRACT": str(contract), "ONTOOS_ROLE_PREFIX": PREFIX,
-                "ONTOOS_BODY_TIMEOUT": str(BODY_TIMEOUT_S), "ONTOOS_DATA_DIR": str(workdir / "embedded-unused"),
-                "PYTHONUNBUFFERED": "1", **env_extra})
+    env.update({"ONTOOS_DSN": pg_dsn, "ONTOOS_AUDIT_DSN": audit_dsn, "ONTOOS_CONTRACT": str(contract),
+                "ONTOOS_ROLE_PREFIX": PREFIX, "ONTOOS_BODY_TIMEOUT": str(BODY_TIMEOUT_S),
+                "ONTOOS_DATA_DIR": str(workdir / "embedded-unused"), "PYTHONUNBUFFERED": "1", **env_extra})
     stderr_path = workdir / "stderr.log"
     with open(workdir / "stdout.log", "wb") as out, open(stderr_path, "wb") as err:
         proc = subprocess.Popen(
             [serving.ontoos_executable(), "serve", "--http", f"127.0.0.1:{port}", "--config", str(config)],
             cwd=workdir, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
-    forbidden = [str(workdir), str(ROOT), "site-packages", pg_dsn, SLOW_SCHEMA, "pg_sleep", PREFIX]
-    if sock := _pg_socket_dir(pg_dsn):
+    forbidden = [str(workdir), str(ROOT), "site-packages", pg_dsn, audit_dsn, database_of(audit_dsn), SLOW_SCHEMA,
+                 "pg_sleep", PREFIX]
+    if sock := pg_socket_dir(pg_dsn):
         forbidden.append(sock)
-    return Server(name, "127.0.0.1", port, proc, workdir, stderr_path, forbidden=forbidden).wait_healthy()
+    return Server(name, "127.0.0.1", port, proc, workdir, stderr_path, forbidden=forbidden,
+                  audit_dsn=audit_dsn).wait_healthy()
 
 
 # ---------------------------------------------------------------- requests

@@ -27,15 +27,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..allowed import allowed_for_read_sets
 from ..compiler import CompiledQuery, ParamSlot
-from ..contract import Contract
-from ..errors import BudgetError, Codes, ExploreError, InputError
-from ..guard import check
+from ..contract import Contract, Role
+from ..errors import Codes, InputError
 from ..names import did_you_mean, fold
-from ..policy.bound import Budget
+from ..policy.named import bind_named, plan_named, verify_named
 from ..service import Answer, Explorer
-from ..types import ColumnType, LiteralTypeError, a, convert, python_kind
+from ..types import ColumnType
 
 log = logging.getLogger("ontoos_explore.registry")
 
@@ -89,6 +87,8 @@ class NamedQuery(BaseModel):
     notes: tuple[str, ...] = ()
     origin_fingerprint: str | None = None
     datasets: tuple[str, ...] = Field((), exclude=True)  # filled from the guard's verdict
+    # per output column, the (dataset, column) pairs it reads: from the guard's verdict, for masking
+    sources: tuple[tuple[tuple[str, str], ...], ...] = Field((), exclude=True)
 
     def params_schema(self) -> dict[str, Any]:
         return {
@@ -140,93 +140,25 @@ class Registry:
             hint, _ = did_you_mean(str(ident), [q.id for q in visible.values()], "named queries you may run")
             raise InputError(Codes.UNKNOWN_QUERY, f"'{str(ident)[:60]}' is not a named query you may run", hint=hint)
         role = self.contract.role(role_name)
-        values = bind_params(entry, params if params is not None else {}, role.max_literal_length)
-        limit = min(role.max_rows, entry.max_rows)
+        values = bind_named(entry, params if params is not None else {}, role)
+        plan = plan_named(entry, self.contract, role)
         q = CompiledQuery(
             sql=entry.sql, params=tuple(values),
             slots=tuple(ParamSlot(b, "", True) if isinstance(b, str) else ParamSlot("", b.type, False) for b in entry.bind),
             fingerprint=f"named:{entry.id}", shape=f"named query {entry.id}", normalized=f"named query {entry.id}",
-            columns=entry.columns, sources=tuple(None for _ in entry.columns), datasets=entry.datasets, relations=(),
-            limit=limit, notes=entry.notes,
-            budget=Budget(role.name, limit, min(role.timeout_ms, entry.timeout_ms or role.timeout_ms), role.max_cost),
-            contract_hash=self.contract.hash,
+            columns=entry.columns, datasets=entry.datasets, relations=(), limit=plan.max_rows, notes=entry.notes,
+            plan=plan, contract_hash=self.contract.hash,
         )
         return await explorer.run_compiled(q)
 
 
 def verify(entry: NamedQuery, contract: Contract) -> NamedQuery:
-    """The guard's check of an entry; raises ValueError with every violation."""
-    known = {fold(k) for k in contract.read_sets}
-    missing = [s for s in entry.read_sets if fold(s) not in known]
-    if missing:
-        raise ValueError(f"read set '{missing[0]}' is not in the contract")
-    names = {p.name for p in entry.parameters}
-    unknown = sorted(b for b in entry.bind if isinstance(b, str) and b not in names)
-    if unknown:
-        raise ValueError(f"bind names unknown parameter '{unknown[0]}'")
-    verdict = check(entry.sql, allowed_for_read_sets(contract, entry.read_sets, entry.max_rows), len(entry.bind))
-    if not verdict.ok:
-        raise ValueError("the guard refused its SQL: " + "; ".join(f"{v.kind}: {v.message}" for v in verdict.violations))
-    by_table = {(d.schema_name, d.table_name): d for d in contract.datasets.values()}
-    _check_contract_columns(verdict, by_table)
-    return entry.model_copy(update={"datasets": tuple(sorted(by_table[t].name for t in verdict.relations))})
+    """The policy's check of an entry (`policy.named.verify_named`: the guard, then the contract's
+    column rules); raises a ValueError naming the first problem."""
+    datasets, sources = verify_named(entry, contract)
+    return entry.model_copy(update={"datasets": datasets, "sources": sources})
 
 
-def _check_contract_columns(verdict, by_table) -> None:
-    """Columns the contract hides may only filter and join, and every always-filter must be there.
-
-    The guard allows join and always-filter columns (the compiler needs them);
-    a hand-written query could select them, or leave the always-filter out
-    and read the rows the contract hides."""
-    for clause, schema, table, column in sorted(verdict.placed):
-        col = by_table[(schema, table)].column(column)
-        if not col.readable and clause not in ("whereClause", "fromClause"):
-            raise ValueError(f"{schema}.{table}.{column} is not readable: it may only filter or join, not appear in {clause}")
-    filtered = {(s, t, c) for clause, s, t, c in verdict.placed if clause == "whereClause"}
-    for key in sorted(verdict.relations):
-        ds = by_table[key]
-        for rule in ds.always_filter:
-            if (*key, ds.column(rule.column).name) not in filtered:
-                raise ValueError(f"it reads {ds.name} without the contract's always-filter on {rule.column}")
-
-
-def _signature(entry: NamedQuery) -> str:
-    return ", ".join(f"{p.name}: {p.type}{'' if p.required else ' (optional)'}" for p in entry.parameters) or "none"
-
-
-def bind_params(entry: NamedQuery, params: Any, max_literal: int | None = None) -> list[Any]:
-    """The caller's parameters, checked and converted as the binder converts literals;
-    text values are held to the role's `max_literal_length`, like literals."""
-    if not isinstance(params, dict):
-        raise InputError(Codes.INVALID_REQUEST, "params must be an object",
-                         hint=f'e.g. {{"name": value}}; parameters of {entry.id}: {_signature(entry)}')
-    declared = {p.name: p for p in entry.parameters}
-    unknown = [k for k in params if k not in declared]
-    if unknown:
-        hint, _ = did_you_mean(str(unknown[0]), declared, f"parameters of {entry.id}")
-        raise InputError(Codes.INVALID_REQUEST, f"{entry.id} has no parameter '{str(unknown[0])[:40]}'", hint=hint)
-    values = {}
-    for p in entry.parameters:
-        if p.name not in params:
-            if p.required:
-                raise InputError(Codes.INVALID_REQUEST, f"parameter '{p.name}' is required",
-                                 hint=f"{p.name}: {p.type}" + (f", e.g. {p.examples[0]!r}" if p.examples else ""))
-            values[p.name] = None
-            continue
-        try:
-            kind, v = python_kind(params[p.name])
-            values[p.name] = convert(kind, v, p.type, p.values)
-        except (ValueError, LiteralTypeError) as e:
-            raise ExploreError(Codes.TYPE_MISMATCH, f"parameter '{p.name}': {getattr(e, 'message', e)}",
-                               hint=getattr(e, "hint", f"{a(p.type)} value")) from None
-        if max_literal is not None and kind == "string" and len(v) > max_literal:
-            raise BudgetError(Codes.LITERAL_TOO_LONG, f"parameter '{p.name}' is {len(v)} characters long",
-                              hint=f"values of at most {max_literal} characters are allowed for this role")
-    out = []
-    for b in entry.bind:
-        if isinstance(b, Constant):
-            kind, v = python_kind(b.value)
-            out.append(convert(kind, v, b.type))
-        else:
-            out.append(values[b])
-    return out
+def bind_params(entry: NamedQuery, params: Any, role: Role) -> list[Any]:
+    """The caller's parameters for `entry`, as `role` may give them (`policy.named.bind_named`)."""
+    return bind_named(entry, params, role)

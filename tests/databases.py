@@ -1,0 +1,41 @@
+"""Databases of a test's own on the test PostgreSQL: `new_database(pg_dsn, "audit")` -> the DSN of a
+new, empty database (from template0) on the same server.
+
+A server under test writes its audit to `ontoos_audit` in its exploration database unless
+ONTOOS_AUDIT_DSN says otherwise; pointing each one at a database of its own means its tests read
+exactly the events it recorded (no baseline to take, nothing left by an earlier test or module to
+count) and never disturb another module's counts. `drop_created()` drops them all (conftest does,
+at the end of the session).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+_created: list[tuple[str, str]] = []  # (the server's DSN, a database made on it), to drop at the end
+
+
+def new_database(pg_dsn: str, purpose: str) -> str:
+    name = f"ontoos_test_{purpose}_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE template0").format(sql.Identifier(name)))
+    _created.append((pg_dsn, name))
+    return make_conninfo(pg_dsn, dbname=name)
+
+
+def database_of(dsn: str) -> str:
+    return conninfo_to_dict(dsn).get("dbname") or ""
+
+
+def drop_created() -> None:
+    while _created:
+        pg_dsn, name = _created.pop()
+        try:
+            with psycopg.connect(pg_dsn, autocommit=True, connect_timeout=5) as conn:
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        except psycopg.Error:
+            pass  # the server is gone already (an embedded one stops with the session)
