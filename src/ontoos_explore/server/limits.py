@@ -18,6 +18,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
+import time
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import Codes, ExploreError
@@ -30,11 +32,17 @@ class AuthFloods:
     """Requests without a valid token, limited per client address (`Authenticator.failure_limit`).
     Past the limit they are answered 429 and counted per episode instead of recorded one by
     one; an episode becomes one `on_gap(n, first, last, address)` (the audit's AUTH_FLOOD gap)
-    when the address is next let through, when more than `max_open` are open, or at shutdown."""
+    when the address is next let through, when more than `max_open` are open, or at shutdown.
 
-    def __init__(self, limit: RateLimit, on_gap, max_open: int = 1000) -> None:
+    `clock` (seconds, monotonic) refills the buckets and `now` (an aware datetime) stamps an
+    episode's first and last request; both are the real clocks unless a test gives its own."""
+
+    def __init__(self, limit: RateLimit, on_gap, max_open: int = 1000, *,
+                 clock: Callable[[], float] = time.monotonic,
+                 now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc)) -> None:
         self.limit = limit
-        self.limiter = RateLimiter(max_keys=10_000)
+        self.limiter = RateLimiter(clock=clock, max_keys=10_000)
+        self.now = now
         self.on_gap = on_gap
         self.max_open = max_open
         self._open: dict[str, list] = {}  # address -> [first, last, count]
@@ -46,7 +54,7 @@ class AuthFloods:
         if wait <= 0:
             self._seal(address)
             return 0.0
-        now = dt.datetime.now(dt.timezone.utc)
+        now = self.now()
         episode = self._open.get(address)
         if episode is None:
             if len(self._open) >= self.max_open:
