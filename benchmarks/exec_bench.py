@@ -96,9 +96,9 @@ async def _bench(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES
     settings = Settings(dsn=dsn, pool_max=4, pool_timeout_s=10)
     pool = await open_pool(dsn, settings)
     await pool.wait(timeout=30)
-    executor = Executor(pool, contract, settings)
+    executor = Executor(pool, settings)
     explorer = Explorer(contract, executor)
-    explaining = Executor(pool, contract, dataclasses.replace(settings, cost_cache_s=0))
+    explaining = Executor(pool, dataclasses.replace(settings, cost_cache_s=0))
     new_values = Explorer(contract, explaining, cache=TemplateCache(exact=False))  # a template hit, as for new values
     cold = Explorer(contract, explaining, cache=None)
     audit = AuditWriter(dsn)
@@ -113,7 +113,7 @@ async def _bench(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES
     try:
         for case_id, size, role, text in cases:
             q = compile_exploration(text, contract, role)
-            no_cost = dataclasses.replace(q, budget=dataclasses.replace(q.budget, max_cost=None))
+            no_cost = dataclasses.replace(q, plan=dataclasses.replace(q.plan, max_cost=None))
             heavy = any(contract.dataset(d).heavy for d in q.datasets)
             params = list(q.params)
             principal = Principal("bench", role)
@@ -213,7 +213,7 @@ async def _bench(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES
             out[case_id] = {
                 "size": size, "role": role, "direct_ms": d, "exploration": text, "rows": counts["explore"],
                 "direct_rows_fetched": counts["direct"], "limit": q.limit, "heavy": heavy,
-                "cost_checked": q.budget.max_cost is not None or heavy, "reps": n, "stats": stats,
+                "cost_checked": q.plan.max_cost is not None, "reps": n, "stats": stats,
                 "overhead_vs_direct": overhead,
                 "audit_added_ms": round(stats["explore+audit"]["p50_ms"] - stats["explore"]["p50_ms"], 3),
             }

@@ -27,11 +27,11 @@ AREAS = (  # (substring of the file path, area); first match wins
     ("compiler/sqlgen.py", "compiler/sqlgen.py (tree building)"),
     ("compiler/fingerprint.py", "compiler/fingerprint.py (shape, normalized)"),
     ("compiler/", "compiler (other)"),
-    ("guard.py", "guard.py (walk + checks)"),
+    ("guard/", "guard (walk + checks)"),
     ("json/", "json (guard: loads of the parse tree)"),
     ("pydantic", "pydantic (IR models, private attrs)"),
     ("policy/", "policy (bind rules, scope)"),
-    ("contract.py", "contract.py (lookups)"),
+    ("contract/", "contract (lookups)"),
     ("names.py", "names.py (fold)"),
     ("types.py", "types.py (literal conversion)"),
     ("psycopg", "psycopg"),
@@ -120,7 +120,7 @@ def exec_profile(contract: Contract, dsn: str, loops: int) -> dict:
         settings = Settings(dsn=dsn, pool_max=2)
         pool = await open_pool(dsn, settings)
         await pool.wait(timeout=30)
-        explorer = Explorer(contract, Executor(pool, contract, settings))
+        explorer = Explorer(contract, Executor(pool, settings))
         out = {}
         try:
             for case_id, _, role, text in chosen:

@@ -89,7 +89,7 @@ async def executor_for(dsn: str, contract, **settings):
     chosen = Settings(dsn=dsn, **{"pool_max": 2, **settings})
     pool = await open_pool(dsn, chosen)
     try:
-        yield Executor(pool, contract, chosen)
+        yield Executor(pool, chosen)
     finally:
         await pool.close()
 

@@ -42,7 +42,7 @@ def test_compiled_query_shape(demo):
     q = compile_exploration(TEXT, demo, "analyst")
     assert q.columns == ("name", "n", "cpu")
     assert q.limit == 20 and q.sql.endswith("LIMIT 21")
-    assert q.budget.role == "analyst" and q.budget.timeout_ms == demo.role("analyst").timeout_ms
+    assert q.plan.role == "analyst" and q.plan.timeout_ms == demo.role("analyst").timeout_ms
     assert [s.caller for s in q.slots] == [True, True, True, True, False]
     assert [s.column for s in q.slots] == ["namespace", "replicas", "kind", "kind", "is_deleted"]
     assert q.to_json()["params"] == ["prod-fp", 2, "Deployment", "StatefulSet", False]
@@ -55,7 +55,7 @@ def test_an_exploration_object_is_accepted(demo):
 
 
 def test_role_names_are_case_insensitive_and_unknown_roles_refused(demo):
-    assert compile_exploration("explore workloads fields name", demo, "ANALYST").budget.role == "analyst"
+    assert compile_exploration("explore workloads fields name", demo, "ANALYST").plan.role == "analyst"
     with pytest.raises(ExploreError) as info:
         compile_exploration("explore workloads fields name", demo, "analist")
     assert (info.value.type, info.value.subtype) == ("auth", "AUTH_SCOPE_DENIED")

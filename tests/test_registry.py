@@ -58,10 +58,12 @@ def test_parameters_are_held_to_the_roles_literal_budget_and_explained(tmp_path,
                'LIMIT 11', parameters=[{"name": "key", "type": "text"}],
                bind=["key", {"value": False, "type": "boolean"}])
     entry = reg.entries["q"]
-    assert bind_params(entry, {"key": "x" * 200}, 200)[0] == "x" * 200
+    viewer = demo.role("viewer")
+    assert viewer.max_literal_length == 200
+    assert bind_params(entry, {"key": "x" * 200}, viewer)[0] == "x" * 200
     with pytest.raises(ExploreError) as too_long:
-        bind_params(entry, {"key": "x" * 201}, 200)
+        bind_params(entry, {"key": "x" * 201}, viewer)
     assert too_long.value.code == "EX405" and "200" in too_long.value.hint
     with pytest.raises(ExploreError) as not_object:
-        bind_params(entry, ["x"], 200)
+        bind_params(entry, ["x"], viewer)
     assert "key: text" in not_object.value.hint and "{'" not in not_object.value.hint

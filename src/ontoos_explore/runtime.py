@@ -69,6 +69,6 @@ def resolve_dsn(settings: Settings, contract: Contract, *, load_demo: bool = Tru
 async def open_explorer(contract: Contract, settings: Settings, dsn: str) -> AsyncIterator[Explorer]:
     pool = await open_pool(dsn, settings)
     try:
-        yield Explorer(contract, Executor(pool, contract, settings))
+        yield Explorer(contract, Executor(pool, settings))
     finally:
         await pool.close()

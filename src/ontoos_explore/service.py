@@ -55,8 +55,8 @@ def plan_envelope(q: CompiledQuery, out: Outcome, exploration_id: str) -> dict[s
                 "columns": list(q.columns),
                 "limit": q.limit,
                 "estimated_cost": out.cost,
-                "max_cost": q.budget.max_cost,
-                "timeout_ms": q.budget.timeout_ms,
+                "max_cost": q.plan.max_cost,
+                "timeout_ms": q.plan.timeout_ms,
             }
         },
         "meta": {

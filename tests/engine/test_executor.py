@@ -9,13 +9,15 @@ import psycopg
 import pytest
 
 from ontoos_explore import compile_exploration
+from ontoos_explore.contract import parse_contract
 from ontoos_explore.engine.demo_data import SECRET_MARKER
 from ontoos_explore.engine.executor import BEGIN, BUDGET, END, CostCache, Executor, open_pool
 from ontoos_explore.engine.rows import MASK
 from ontoos_explore.engine.settings import Settings
+from ontoos_explore.policy.plans import masked_positions
 from ontoos_explore.service import Explorer
 
-from ..conftest import executor_for
+from ..conftest import ROOT, executor_for
 
 pytestmark = pytest.mark.anyio
 
@@ -25,7 +27,7 @@ async def explorer(pg_dsn, demo):
     settings = Settings(dsn=pg_dsn, pool_max=4, pool_timeout_s=5)
     pool = await open_pool(pg_dsn, settings)
     try:
-        yield Explorer(demo, Executor(pool, demo, settings))
+        yield Explorer(demo, Executor(pool, settings))
     finally:
         await pool.close()
 
@@ -105,7 +107,7 @@ async def test_cost_budget_refuses_with_a_helpful_hint(pg_dsn, demo):
     async with executor_for(pg_dsn, demo, pool_max=2) as executor:
         q = compile_exploration("explore table_refs via table fields file_path, table.table_name "
                                 "where confidence >= 0.1 limit 300", demo, "analyst")
-        q = dataclasses.replace(q, budget=dataclasses.replace(q.budget, max_cost=1.0))
+        q = dataclasses.replace(q, plan=dataclasses.replace(q.plan, max_cost=1.0))
         with pytest.raises(Exception) as info:
             await executor.run(q)
         err = info.value
@@ -117,24 +119,29 @@ async def test_cost_budget_refuses_with_a_helpful_hint(pg_dsn, demo):
 
 
 async def test_heavy_datasets_are_always_cost_checked(pg_dsn, demo):
-    async with executor_for(pg_dsn, demo, pool_max=2, heavy_max_cost=1.0) as executor:
-        q = compile_exploration("explore configs fields key where source = 'env'", demo, "analyst")
-        q = dataclasses.replace(q, budget=dataclasses.replace(q.budget, max_cost=None))
-        assert executor.cost_ceiling(q) == 1.0
+    """A role without max_cost still has a ceiling on a heavy dataset: the contract's heavy_max_cost."""
+    text = (ROOT / "contracts" / "demo.yaml").read_text(encoding="utf-8").replace("    max_cost: 100000\n", "")
+    contract = parse_contract(text + "heavy_max_cost: 1\n")
+    assert contract.role("analyst").max_cost is None and contract.dataset("configs").heavy
+    q = compile_exploration("explore configs fields key where source = 'env'", contract, "analyst")
+    light = compile_exploration("explore hosts fields hostname limit 1", contract, "analyst")
+    assert (q.plan.max_cost, light.plan.max_cost) == (1.0, None)
+    async with executor_for(pg_dsn, contract, pool_max=2) as executor:
         with pytest.raises(Exception) as info:
             await executor.run(q)
         assert info.value.code == "EX411" and "configs" in info.value.hint
+        assert len((await executor.run(light)).rows) == 1
 
 
 async def test_the_cost_estimate_is_the_values_own_and_kept_for_the_same_values(pg_dsn, demo):
     settings = Settings(dsn=pg_dsn, pool_max=2)
     pool = await open_pool(pg_dsn, settings)
-    executor = Executor(pool, demo, settings)
+    executor = Executor(pool, settings)
     try:
         texts = ["explore workloads fields name where namespace = 'payments' limit 50",
                  "explore workloads fields name where namespace = 'no-such-namespace' limit 50"]
         a, b = (compile_exploration(t, demo, "analyst") for t in texts)
-        assert a.sql == b.sql and a.params != b.params and a.budget.max_cost is not None
+        assert a.sql == b.sql and a.params != b.params and a.plan.max_cost is not None
         first, second = await executor.run(a), await executor.run(b)
         assert None not in (first.cost, second.cost) and first.cost != second.cost  # the planner saw each value
         assert executor.costs.get(CostCache.key(a))[0] == first.cost
@@ -143,7 +150,7 @@ async def test_the_cost_estimate_is_the_values_own_and_kept_for_the_same_values(
     finally:
         await pool.close()
     # known over a lower ceiling: refused before any connection is asked for (the pool is closed)
-    over = dataclasses.replace(a, budget=dataclasses.replace(a.budget, max_cost=first.cost / 2))
+    over = dataclasses.replace(a, plan=dataclasses.replace(a.plan, max_cost=first.cost / 2))
     with pytest.raises(Exception) as info:
         await executor.run(over)
     assert info.value.code == "EX411"
@@ -172,8 +179,10 @@ async def test_secret_columns_are_masked_in_output_as_defense_in_depth(pg_dsn, d
     """With query roles off (a misconfiguration) and the SQL tampered, the mask still holds."""
     async with executor_for(pg_dsn, demo, pool_max=2, query_roles=False) as executor:
         q = compile_exploration("explore workloads fields name, cluster limit 3", demo, "analyst")
+        assert q.plan.masked == frozenset()  # policy never lets a secret column into a plan's output
+        secret = demo.dataset("workloads").column("env_dump")
         bad = dataclasses.replace(q, sql=q.sql.replace('"t0"."cluster" AS', '"t0"."env_dump" AS'),
-                                  sources=(("workloads", "name"), ("workloads", "env_dump")))
+                                  plan=dataclasses.replace(q.plan, masked=masked_positions([(), (secret,)])))
         out = await executor.run(bad)
         assert out.masked_columns == ["cluster"] and all(row[1] == MASK for row in out.rows)
         assert SECRET_MARKER not in json.dumps(out.rows)

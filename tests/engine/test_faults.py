@@ -49,7 +49,7 @@ def settings_for(dsn: str, **kw) -> Settings:
 async def open_explorer(dsn, contract, **kw):
     settings = settings_for(dsn, **kw)
     pool = await open_pool(dsn, settings)
-    return pool, Explorer(contract, Executor(pool, contract, settings))
+    return pool, Explorer(contract, Executor(pool, settings))
 
 
 def activity(dsn: str) -> list[tuple[str, str]]:

@@ -234,10 +234,10 @@ async def test_every_request_is_exactly_one_event_with_its_exact_outcome(demo, p
     seen: list[tuple[dict[str, Any], Any]] = []  # (case, answer)
     started = dt.datetime.now(dt.timezone.utc)
     try:
-        tools = Tools(demo, Explorer(demo, Executor(pool, demo, settings)), registry, writer)
-        variant = Tools(variant_contract, Explorer(variant_contract, Executor(pool, variant_contract, settings)),
+        tools = Tools(demo, Explorer(demo, Executor(pool, settings)), registry, writer)
+        variant = Tools(variant_contract, Explorer(variant_contract, Executor(pool, settings)),
                         None, writer)
-        down = Tools(demo, Explorer(demo, Executor(down_pool, demo, down_settings)), None, writer)
+        down = Tools(demo, Explorer(demo, Executor(down_pool, down_settings)), None, writer)
         for case in CASES:
             how, principal = case["how"], case["principal"]
             if how == "rest":
@@ -323,7 +323,7 @@ async def test_secret_reason_is_recorded_but_never_shown(demo, pg_dsn):
     writer = AuditWriter(pg_dsn, interval=0.05)
     await writer.start()
     try:
-        tools = Tools(demo, Explorer(demo, Executor(pool, demo, settings)), None, writer)
+        tools = Tools(demo, Explorer(demo, Executor(pool, settings)), None, writer)
         answers = {}
         for principal, dataset, column, extra in (
             (ANA, "workloads", "env_dump", {}),

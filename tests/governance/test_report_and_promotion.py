@@ -367,7 +367,7 @@ async def test_round_trip_from_repeated_explorations_to_an_approved_named_query(
     await writer.start()
     fingerprints = set()
     try:
-        tools = Tools(demo, Explorer(demo, Executor(p, demo, settings)), Registry.load(registry_file, demo), writer)
+        tools = Tools(demo, Explorer(demo, Executor(p, settings)), Registry.load(registry_file, demo), writer)
         for who, role, ns, kind, n, limit in ASKED:
             server = build_server(tools, fixed(Principal(who, role)))
             async with Client(server) as client:
@@ -568,7 +568,7 @@ def _mcp(demo, p, settings, registry, principal, writer=None):
 
     @contextlib.asynccontextmanager
     async def go():
-        tools = Tools(demo, Explorer(demo, Executor(p, demo, settings)), registry, writer)
+        tools = Tools(demo, Explorer(demo, Executor(p, settings)), registry, writer)
         async with Client(build_server(tools, fixed(principal))) as client:
             yield client
 

@@ -163,7 +163,7 @@ def connect(demo, pool, mode):
     @contextlib.asynccontextmanager
     async def go(role: str = "analyst", contract=None, registry: Registry | None = None):
         c = contract or demo
-        tools = Tools(c, Explorer(c, Executor(p, c, settings)), registry)
+        tools = Tools(c, Explorer(c, Executor(p, settings)), registry)
         server = build_server(tools, fixed(Principal("alice", role)))
         async with Client(server, mode=mode) as client:
             listed = await client.list_tools()

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from ..policy.bound import BoundExploration, Budget, Col
+from ..plan import Plan
+from ..policy.bound import BoundExploration
 from ..types import Value
 from . import fingerprint as fp
 from .sqlgen import generate
@@ -38,12 +39,11 @@ class CompiledQuery:
     shape: str  # the exploration with literals removed (what the fingerprint hashes)
     normalized: str  # the exploration in canonical text form, literals included
     columns: tuple[str, ...]  # output column names, in the order asked
-    sources: tuple[tuple[str, str] | None, ...]  # per output column: the (dataset, column) it reads; None for count()
     datasets: tuple[str, ...]  # contract names of the datasets read: the root, then each joined one
     relations: tuple[str, ...]  # contract names of the relations followed, in order
     limit: int  # rows returned at most; the SQL fetches one more
     notes: tuple[str, ...]
-    budget: Budget
+    plan: Plan  # policy's: budgets, cost ceiling, masked output positions
     reads: frozenset[tuple[str, str]] = field(default_factory=frozenset)  # (dataset, column) the caller named
     touches: frozenset[tuple[str, str, str]] = field(default_factory=frozenset)  # (schema, table, column) in the SQL
     contract_hash: str = ""
@@ -71,11 +71,6 @@ def json_value(v: Value) -> Any:
     return v
 
 
-def _source(expr) -> tuple[str, str] | None:
-    col = expr if isinstance(expr, Col) else expr.col
-    return None if col is None else (col.source.dataset, col.name)
-
-
 def compile_plan(plan: BoundExploration) -> CompiledQuery:
     sql, em = generate(plan)
     shape = fp.shape(plan)  # rendered once: the fingerprint hashes it
@@ -87,12 +82,11 @@ def compile_plan(plan: BoundExploration) -> CompiledQuery:
         shape=shape,
         normalized=fp.normalized(plan),
         columns=plan.columns,
-        sources=tuple(_source(f.expr) for f in plan.fields),
         datasets=tuple(s.dataset for s in plan.sources),
         relations=tuple(j.relation for j in plan.joins),
         limit=plan.limit,
         notes=plan.notes,
-        budget=plan.budget,
+        plan=plan.plan,
         reads=plan.reads,
         touches=frozenset(em.touched),
     )

@@ -131,6 +131,8 @@ class Contract(_Model):
     relations: dict[str, Relation] = {}
     read_sets: dict[str, tuple[str, ...]]
     roles: dict[str, Role]
+    # the cost ceiling of an exploration reading a heavy dataset when its role sets no max_cost
+    heavy_max_cost: float = Field(default=1_000_000.0, gt=0, allow_inf_nan=False)
 
     # Lookups read `__pydantic_private__` directly: going through BaseModel.__getattr__
     # for a private attribute costs ~1 us, and a compile makes ~40 of them.

@@ -37,7 +37,6 @@ from psycopg import errors as pgerr
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..compiler import CompiledQuery
-from ..contract import Contract
 from ..errors import Codes, ExploreError, InternalError, UpstreamError
 from ..names import quote_list
 from .rows import json_rows, load_as_text
@@ -137,7 +136,7 @@ class CostCache:
 
     @staticmethod
     def key(q: CompiledQuery) -> tuple:
-        return (q.budget.role, q.sql, tuple((type(v), v) for v in q.params))  # typed: True is not 1
+        return (q.plan.role, q.sql, tuple((type(v), v) for v in q.params))  # typed: True is not 1
 
     def get(self, key: tuple) -> tuple[float, list[tuple[str, float]]] | None:
         found = self._entries.get(key)
@@ -154,38 +153,21 @@ class CostCache:
 
 
 class Executor:
-    def __init__(self, pool: AsyncConnectionPool, contract: Contract, settings: Settings) -> None:
+    """Runs compiled queries as their `Plan` says; knows the database, never the contract."""
+
+    def __init__(self, pool: AsyncConnectionPool, settings: Settings) -> None:
         self.pool = pool
-        self.contract = contract
         self.settings = settings
         self.costs = CostCache(settings.cost_cache_s)
-        self._by_table = {(d.schema_name, d.table_name): d for d in contract.datasets.values()}
 
     def db_role(self, role_name: str) -> str:
         return f"{self.settings.role_prefix}{role_name}"
 
-    def cost_ceiling(self, q: CompiledQuery) -> float | None:
-        """The role's max_cost; heavy datasets are always checked (with a default ceiling)."""
-        ceiling = q.budget.max_cost
-        if ceiling is None and any(self.contract.dataset(d).heavy for d in q.datasets):
-            ceiling = self.settings.heavy_max_cost
-        return ceiling
-
-    def masked(self, q: CompiledQuery) -> set[int]:
-        """Positions of output columns that read a secret column: defense in depth."""
-        out = set()
-        for i, src in enumerate(q.sources):
-            if src is not None:
-                col = self.contract.dataset(src[0]).column(src[1])
-                if col is None or col.secret:
-                    out.add(i)
-        return out
-
     async def run(self, q: CompiledQuery, *, dry_run: bool = False) -> Outcome:
         """Run (or, with dry_run, only plan) one compiled exploration."""
         started = time.perf_counter()
-        timeout_s = q.budget.timeout_ms / 1000 + CLIENT_MARGIN_S
-        ceiling = None if dry_run else self.cost_ceiling(q)
+        timeout_s = q.plan.timeout_ms / 1000 + CLIENT_MARGIN_S
+        ceiling = None if dry_run else q.plan.max_cost
         known = None if ceiling is None else self.costs.get(CostCache.key(q))
         if known is not None and known[0] > ceiling:
             raise self._over(q, known, ceiling)  # this exploration's estimate is known: refused without a round trip
@@ -207,11 +189,11 @@ class Executor:
 
     async def _transaction(self, conn, q: CompiledQuery, dry_run: bool, started: float,
                            ceiling: float | None, estimate) -> Outcome:
-        t = q.budget.timeout_ms
+        t = q.plan.timeout_ms
         budget = [str(t), str(max(1, min(t // 2, 2000))), str(t * 2)]
         sql_budget = BUDGET
         if self.settings.query_roles:
-            budget.append(self.db_role(q.budget.role))
+            budget.append(self.db_role(q.plan.role))
             sql_budget = BUDGET_AND_ROLE
         params = list(q.params)
         control, query = conn.cursor(), conn.cursor()
@@ -221,7 +203,7 @@ class Executor:
             if estimate is None and (ceiling is not None or dry_run):  # these values' own plan
                 await query.execute(EXPLAIN + q.sql, params)
                 plan = json.loads((await query.fetchone())[0])[0]["Plan"]
-                estimate = plan["Total Cost"], self._scanned(plan)
+                estimate = plan["Total Cost"], _scanned(plan, q)
                 if dry_run:
                     await control.execute(END)
                     return Outcome([], False, [], _ms(started), estimate[0], [d for d, _ in estimate[1]])
@@ -234,7 +216,7 @@ class Executor:
             rows = await query.fetchall()
             oids = [c.type_code for c in query.description]
         truncated = len(rows) > q.limit
-        masked = self.masked(q)
+        masked = q.plan.masked
         return Outcome(
             rows=json_rows(rows[: q.limit], oids, masked),
             truncated=truncated,
@@ -245,19 +227,20 @@ class Executor:
 
     def _over(self, q: CompiledQuery, estimate, ceiling: float) -> ExploreError:
         cost, tables = estimate
-        return cost_budget(q, cost, ceiling, tables[0][0] if tables else q.datasets[0], self.contract)
+        return cost_budget(q, cost, ceiling, tables[0][0] if tables else q.datasets[0])
 
-    def _scanned(self, plan: dict) -> list[tuple[str, float]]:
-        """Datasets the plan scans, the costliest first."""
-        found: dict[str, float] = {}
-        stack = [plan]
-        while stack:
-            node = stack.pop()
-            ds = self._by_table.get((node.get("Schema"), node.get("Relation Name")))
-            if ds is not None:
-                found[ds.name] = max(found.get(ds.name, 0.0), float(node.get("Total Cost", 0.0)))
-            stack.extend(node.get("Plans", ()))
-        return sorted(found.items(), key=lambda kv: -kv[1])
+
+def _scanned(plan: dict, q: CompiledQuery) -> list[tuple[str, float]]:
+    """Datasets the planner's plan scans, the costliest first."""
+    found: dict[str, float] = {}
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        name = q.plan.dataset_of(node.get("Schema"), node.get("Relation Name"))
+        if name is not None:
+            found[name] = max(found.get(name, 0.0), float(node.get("Total Cost", 0.0)))
+        stack.extend(node.get("Plans", ()))
+    return sorted(found.items(), key=lambda kv: -kv[1])
 
 
 def _ms(started: float) -> float:
@@ -287,22 +270,19 @@ def time_budget(q: CompiledQuery, reason: str = "STATEMENT_TIMEOUT") -> ExploreE
     """The answer for every way a time budget runs out; `reason` (for the audit) says which."""
     return ExploreError(
         Codes.TIME_BUDGET,
-        f"the exploration ran longer than its time budget of {q.budget.timeout_ms} ms",
+        f"the exploration ran longer than its time budget of {q.plan.timeout_ms} ms",
         hint="add a filter, follow fewer relations, or lower the limit "
-        f"(role {q.budget.role} may run {q.budget.timeout_ms} ms)",
+        f"(role {q.plan.role} may run {q.plan.timeout_ms} ms)",
         reason=reason,
     )
 
 
-def cost_budget(q: CompiledQuery, cost: float, ceiling: float, dataset: str, contract: Contract) -> ExploreError:
-    ds = contract.dataset(dataset)
-    keys = {c for r in contract.relations.values() for c in (r.join if r.from_ == ds.name else {})}
-    keys |= {c for r in contract.relations.values() for c in (r.join.values() if r.to == ds.name else ())}
-    useful = [c.name for c in ds.readable_columns() if c.type == "enum" or c.name in keys][:4]
+def cost_budget(q: CompiledQuery, cost: float, ceiling: float, dataset: str) -> ExploreError:
+    useful = q.plan.hint_columns(dataset)
     return ExploreError(
         Codes.COST_BUDGET,
-        f"the planner estimates a cost of {cost:,.0f}, above the budget of {ceiling:,.0f} for role {q.budget.role}",
-        hint=f"most of it is reading {ds.name}: filter {ds.name}"
+        f"the planner estimates a cost of {cost:,.0f}, above the budget of {ceiling:,.0f} for role {q.plan.role}",
+        hint=f"most of it is reading {dataset}: filter {dataset}"
         + (f" (e.g. on {quote_list(useful)})" if useful else "")
         + ", follow fewer relations, or lower the limit",
         reason="COST_BUDGET",

@@ -93,7 +93,7 @@ def build_entry(uses: list[tuple[str, str]], contract: Contract, ident: str, tit
         "id": ident, "title": title,
         "description": description or f"Promoted from: {newest.shape}",
         "status": "pending", "read_sets": read_sets, "parameters": parameters, "sql": newest.sql, "bind": bind,
-        "columns": list(newest.columns), "max_rows": newest.limit, "timeout_ms": newest.budget.timeout_ms,
+        "columns": list(newest.columns), "max_rows": newest.limit, "timeout_ms": newest.plan.timeout_ms,
         "notes": [n for n in newest.notes if not n.startswith("limit ")], "origin_fingerprint": fingerprint or None,
     })
     return verify(entry, contract)  # the guard must accept it before it is written

@@ -11,9 +11,10 @@ from __future__ import annotations
 from ..contract import Contract, Role
 from ..grammar.limits import check_shape
 from ..ir import Exploration
-from .bound import BoundExploration, Budget
+from .bound import BoundExploration, Col
 from .budgets import BUDGET_RULES
 from .rules import RULES
+from .plans import plan_for
 from .scope import Binding
 
 __all__ = ["bind", "BoundExploration"]
@@ -36,7 +37,17 @@ def bind(exploration: Exploration, contract: Contract, role: Role) -> BoundExplo
         order_by=b.order_by,
         limit=b.limit,
         limit_written=exploration.limit is not None,
-        budget=Budget(role=role.name, max_rows=b.row_cap, timeout_ms=role.timeout_ms, max_cost=role.max_cost),
+        plan=_plan(b, contract, role),
         notes=tuple(b.notes),
         reads=frozenset(b.reads),
     )
+
+
+def _plan(b: Binding, contract: Contract, role: Role):
+    """The plan: the budgets, the cost ceiling, and the contract columns each output position reads."""
+    by_alias = b.datasets
+    sources = []
+    for f in b.fields:
+        col = f.expr if isinstance(f.expr, Col) else f.expr.col
+        sources.append(() if col is None else (by_alias[col.source.alias].column(col.name),))
+    return plan_for(contract, role, [by_alias[s.alias] for s in b.sources()], b.row_cap, role.timeout_ms, sources)

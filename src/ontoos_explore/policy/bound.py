@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
+from ..plan import Plan
 from ..types import Value
 
 
@@ -132,16 +133,6 @@ class Join:
 
 
 @dataclass(frozen=True, slots=True)
-class Budget:
-    """What later stages enforce for the role: rows, time, cost."""
-
-    role: str
-    max_rows: int
-    timeout_ms: int
-    max_cost: float | None
-
-
-@dataclass(frozen=True, slots=True)
 class BoundExploration:
     root: Source
     joins: tuple[Join, ...]
@@ -152,7 +143,7 @@ class BoundExploration:
     order_by: tuple[OrderKey, ...]
     limit: int  # rows to return, after clamping (SQL fetches limit + 1)
     limit_written: bool  # the caller wrote a limit (part of the exploration's text)
-    budget: Budget
+    plan: Plan  # what running it needs: budgets, cost ceiling, masked positions
     notes: tuple[str, ...] = ()
     reads: frozenset[tuple[str, str]] = field(default_factory=frozenset)  # (dataset, column) the caller named
 

@@ -67,7 +67,7 @@ def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerCon
     @contextlib.asynccontextmanager
     async def lifespan(app):
         pool = await open_pool(dsn, settings)
-        tools.explorer = Explorer(contract, Executor(pool, contract, settings))
+        tools.explorer = Explorer(contract, Executor(pool, settings))
         if tools.audit is not None:
             await tools.audit.start()
         gc.collect()
@@ -94,7 +94,7 @@ async def run_stdio(contract: Contract, settings: Settings, dsn: str, principal:
     if audit is not None:
         await audit.start()
     try:
-        tools = Tools(contract, Explorer(contract, Executor(pool, contract, settings)), registry, audit)
+        tools = Tools(contract, Explorer(contract, Executor(pool, settings)), registry, audit)
         server = build_server(tools, fixed(principal), surface="mcp-stdio")
         async with stdio_server() as (read, write):
             forward, inbound = anyio.create_memory_object_stream(0)
