@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import gc
 import getpass
 import json
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import yaml
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -37,11 +40,13 @@ from ontoos_explore.governance import audit
 from ontoos_explore.governance.audit import AuditWriter
 from ontoos_explore.governance.registry import Registry
 from ontoos_explore.grammar.forms import from_flags
+from ontoos_explore.grammar.render import to_json_form
 from ontoos_explore.pipeline import compile_exploration
 from ontoos_explore.server.config import Principal
 from ontoos_explore.server.tools import Tools
 from ontoos_explore.service import Explorer
 from tests.conftest import ROOT
+from tests.databases import new_database
 
 from .helpers import count_events, ev, fetch_events, reset_audit
 
@@ -240,8 +245,10 @@ async def test_every_request_is_exactly_one_event_with_its_exact_outcome(demo, p
         down = Tools(demo, Explorer(demo, Executor(down_pool, down_settings)), None, writer)
         for case in CASES:
             how, principal = case["how"], case["principal"]
-            if how == "rest":
-                answer = await tools.explore(case["args"], principal, "rest")
+            if how == "rest":  # as the REST GET form asks: the flags as the JSON form, a text under 'query'
+                args = case["args"]
+                form = {"query": args} if isinstance(args, str) else to_json_form(args)
+                answer = await tools.call("ontoos_explore", form, principal, "rest")
             else:
                 t = {"call": tools, "variant": variant, "down": down}[how]
                 answer = await t.call(case["tool"], case["args"], principal, surface=case["surface"])
@@ -378,13 +385,10 @@ async def test_close_flushes_everything_queued(pg_dsn):
     writer = AuditWriter(pg_dsn, interval=30.0, batch=64)
     await writer.start()
     events = _events(1000, "gov-audit-burst")
-    t0 = time.perf_counter()
     for e in events:
         writer.record(e)
-    recording = time.perf_counter() - t0
-    assert writer.queued == 1000
+    assert (writer.queued, writer.written) == (1000, 0)  # record() only enqueues
     await writer.close()
-    assert recording < 0.5, f"recording 1000 events took {recording:.3f} s: record() must only enqueue"
     assert writer.written == 1000 and writer.queued == 0 and writer.dropped == 0
     rows = fetch_events(pg_dsn, "principal = %s", ["gov-audit-burst"])
     assert sorted(r["id"] for r in rows) == sorted(e.id for e in events)
@@ -401,7 +405,7 @@ async def test_record_does_not_touch_the_database(pg_dsn):
         for e in _events(10, "gov-audit-queued"):
             writer.record(e)
         assert count_events(pg_dsn) == 0
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while count_events(pg_dsn) < 10 and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         assert count_events(pg_dsn) == 10  # written in the background, without close()
@@ -416,18 +420,13 @@ async def test_events_wait_while_the_store_is_down_and_are_written_when_it_is_ba
     socket_dir.mkdir()
     dsn = _down_dsn(pg_dsn, socket_dir)
     writer = AuditWriter(dsn, interval=0.05, retry=0.1)
-    t0 = time.perf_counter()
-    await writer.start()  # the store is unreachable: start() must still come up, quickly
-    assert time.perf_counter() - t0 < 5
+    await asyncio.wait_for(writer.start(), 30)  # the store is unreachable: start() must still come up
     events = _events(25, "gov-audit-down")
     try:
-        slowest = 0.0
-        for e in events:
-            t = time.perf_counter()
-            writer.record(e)  # never raises, never waits
-            slowest = max(slowest, time.perf_counter() - t)
+        for i, e in enumerate(events):
+            writer.record(e)  # never raises, never waits: queued at once
+            assert (writer.queued, writer.written) == (i + 1, 0)
             await asyncio.sleep(0.01)  # let the writer try (and fail) in between
-        assert slowest < 0.2, f"record() took {slowest:.3f} s while the store was down"
         await asyncio.sleep(0.6)  # several failed flushes
         assert writer.queued == 25 and writer.written == 0 and writer.dropped == 0
         assert count_events(pg_dsn) == 0
@@ -438,7 +437,7 @@ async def test_events_wait_while_the_store_is_down_and_are_written_when_it_is_ba
             (socket_dir / real.name).symlink_to(real)
         else:  # a TCP test database: point the writer at it instead
             writer.dsn = pg_dsn
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 30
         while writer.written < 25 and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         assert writer.written == 25 and writer.queued == 0
@@ -456,10 +455,10 @@ async def test_close_with_the_store_down_returns_and_never_raises(pg_dsn, tmp_pa
     await writer.start()
     for e in _events(5, "gov-audit-lost"):
         writer.record(e)
-    t0 = time.perf_counter()
-    await writer.close(timeout=1.0)  # cannot flush: gives up after the timeout, loudly but without raising
-    assert time.perf_counter() - t0 < 5
-    assert writer.written == 0
+    # cannot flush: gives up after a second without progress, loudly but without raising (were it to
+    # wait for the store instead, wait_for would fail the test)
+    await asyncio.wait_for(writer.close(timeout=1.0), 30)
+    assert (writer.written, writer.lost) == (0, 5)
     assert count_events(pg_dsn, "principal = %s", ["gov-audit-lost"]) == 0
 
 
@@ -476,6 +475,91 @@ async def test_a_full_queue_drops_and_counts_without_raising(pg_dsn, tmp_path):
         assert writer.queued + writer.dropped == 30
     finally:
         await writer.close(timeout=0.5)
+
+
+# ---------------------------------------------------------------- the writer's own connection
+
+
+def _writer_backends(dsn: str) -> list[tuple[int, str | None]]:
+    """(pid, wait_event_type) of the audit writers' backends in `dsn`'s database."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute("SELECT pid, wait_event_type FROM pg_catalog.pg_stat_activity "
+                            "WHERE application_name = 'ontoos-audit' AND datname = current_database()").fetchall()
+
+
+async def _until(predicate, timeout: float = 30.0) -> bool:
+    """Whether `predicate()` held within `timeout` seconds (checked every 50 ms)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.05)
+    return True
+
+
+@pytest.mark.anyio
+async def test_close_closes_the_writers_connection(pg_dsn):
+    """Checked while this process is alive: a process that exits closes its sockets anyway, so only here
+    does an empty pg_stat_activity show that close() itself let go of the connection. A backend leaves
+    pg_stat_activity a moment after its client said goodbye, hence the wait."""
+    dsn = new_database(pg_dsn, "writer")
+    writer = AuditWriter(dsn, interval=0.05)
+    await writer.start()
+    assert len(_writer_backends(dsn)) == 1
+    writer.record(_events(1, "gov-audit-conn")[0])
+    await writer.close()
+    assert writer.written == 1
+    assert await _until(lambda: _writer_backends(dsn) == []), _writer_backends(dsn)
+
+
+@pytest.mark.anyio
+async def test_a_connection_made_after_close_gave_up_is_closed_not_abandoned(pg_dsn):
+    """close() cancels a writer that makes no progress for its timeout, here while the writer is
+    reconnecting (its new connection waits on a lock held by this test). The thread making the
+    connection cannot be stopped and finishes once the lock is gone; the writer must close what it
+    made rather than drop it (psycopg then warns that a connection was deleted while still open)."""
+    dsn = new_database(pg_dsn, "writer")
+    writer = AuditWriter(dsn, interval=0.02, retry=0.05)
+    await writer.start()
+    locker = psycopg.connect(dsn)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        try:
+            locker.execute("LOCK TABLE ontoos_audit.events IN ACCESS EXCLUSIVE MODE")
+            with psycopg.connect(dsn, autocommit=True) as admin:  # the writer's connection breaks ...
+                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity "
+                              "WHERE application_name = 'ontoos-audit' AND datname = current_database()")
+            writer.record(_events(1, "gov-audit-abandoned")[0])
+            # ... so the next write fails and the writer reconnects: its new connection waits on the lock
+            assert await _until(lambda: [w for _, w in _writer_backends(dsn)] == ["Lock"]), _writer_backends(dsn)
+            await asyncio.wait_for(writer.close(timeout=0.2), 30)
+            assert (writer.written, writer.lost) == (0, 1)  # gave up, and said so
+        finally:
+            locker.rollback()
+            locker.close()
+        # the thread's connection is made now that the lock is gone, and closed, not kept
+        assert await _until(lambda: _writer_backends(dsn) == []), _writer_backends(dsn)
+        gc.collect()
+    abandoned = [w for w in caught if "deleted while still open" in str(w.message)]
+    assert abandoned == [], [str(w.message) for w in abandoned]
+
+
+@pytest.mark.anyio
+async def test_how_long_the_store_is_away_is_timed_on_the_writers_clock(pg_dsn, tmp_path):
+    now = [1000.0]
+    empty = tmp_path / "nothing"
+    empty.mkdir()
+    writer = AuditWriter(_down_dsn(pg_dsn, empty), interval=0.05, retry=0.05, clock=lambda: now[0])
+    assert writer.stats()["store_down_s"] == 0.0
+    await writer.start()  # unreachable: down since 1000.0 on its clock
+    try:
+        assert writer.stats()["store_down_s"] == 0.0
+        now[0] += 12.34
+        assert writer.stats()["store_down_s"] == 12.3
+        now[0] += 600
+        assert writer.stats()["store_down_s"] == 612.3
+    finally:
+        await writer.close(timeout=0.2)
 
 
 # ---------------------------------------------------------------- the CLI is a surface too
@@ -547,8 +631,6 @@ def test_cli_with_the_audit_store_down_still_answers(cli_env, capsys, monkeypatc
 def test_a_store_made_before_auth_flood_gaps_takes_them_after_ensure_schema(pg_dsn):
     """The gaps table of an older store had a check without AUTH_FLOOD: ensure_schema widens it,
     once (a second run changes nothing), in a database of its own so the shared store is untouched."""
-    import psycopg
-
     with psycopg.connect(pg_dsn, autocommit=True) as admin:
         admin.execute("DROP DATABASE IF EXISTS audit_migration")
         admin.execute("CREATE DATABASE audit_migration")

@@ -39,19 +39,24 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import hashlib
 import json
 import logging
 import os
 import socket
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from ..compiler.fingerprint import of_shape
 from ..contract import Contract
+from ..grammar.render import to_text
+from ..ir import Exploration
+from ..names import fold
 from ..errors import ExploreError
 from ..envelope import Answer, clean_text, new_id
 
@@ -176,24 +181,22 @@ class Gap:
         return tuple(_stored(getattr(self, c)) for c in GAP_COLUMNS)
 
 
-def _describe_source(source: Any, contract: Contract) -> tuple[str | None, str | None, str | None]:
-    """(dataset, normalized text, fingerprint) of what was asked, as far as it parses."""
-    from ..grammar.render import to_text
-    from ..names import fold
-    from ..pipeline import parse_source
-
-    try:
-        e = parse_source(source)
-    except ExploreError:
-        raw = source if isinstance(source, str) else json.dumps(source, default=str, ensure_ascii=False)
-        return None, raw[:MAX_TEXT], None
-    except Exception:  # anything unreadable is still recorded, as its text
-        return None, str(source)[:MAX_TEXT], None
+def _described(e: Exploration, contract: Contract) -> tuple[str, str, str]:
+    """(dataset, text, fingerprint) of an exploration that parsed but was refused: its contract dataset
+    name when it has one, its text form, and its shape hashed by the compiler's one scheme."""
     ds = contract.dataset(e.dataset.value)
-    dataset = ds.name if ds is not None else e.dataset.value
-    text = to_text(e)
-    shape = to_text(e, literal=lambda _: "?", with_limit=False)
-    return dataset, text[:MAX_TEXT], "ir:" + hashlib.sha256(fold(shape).encode()).hexdigest()[:16]
+    shape = fold(to_text(e, literal=lambda _: "?", with_limit=False))
+    return (ds.name if ds is not None else e.dataset.value), to_text(e)[:MAX_TEXT], of_shape(shape)
+
+
+def _raw(source: Any) -> str:
+    """What was asked, as text, when it did not parse: recorded as it came (never parsed again)."""
+    if isinstance(source, str):
+        return source[:MAX_TEXT]
+    try:
+        return json.dumps(source, default=str, ensure_ascii=False)[:MAX_TEXT]
+    except (ValueError, RecursionError):  # a self-referencing or absurdly deep value (in-process)
+        return str(type(source).__name__)
 
 
 def event_for(answer: Answer, *, principal: str | None, role: str | None, surface: str, source: Any,
@@ -212,8 +215,10 @@ def event_for(answer: Answer, *, principal: str | None, role: str | None, surfac
     err: ExploreError = answer.error
     if q is not None:
         dataset, text, fingerprint = q.datasets[0], q.normalized, q.fingerprint
+    elif answer.exploration is not None:
+        dataset, text, fingerprint = _described(answer.exploration, contract)
     elif source is not None:
-        dataset, text, fingerprint = _describe_source(source, contract)
+        dataset, text, fingerprint = None, _raw(source), None
     else:
         dataset = text = fingerprint = None
     return Event(
@@ -270,7 +275,10 @@ def _writer_name() -> str:
 
 @dataclass
 class AuditWriter:
-    """Queue + background batches. `record` never waits for the database, and never raises."""
+    """Queue + background batches. `record` never waits for the database, and never raises.
+
+    `clock` (monotonic seconds) times how long the store has been away (`stats()["store_down_s"]`
+    and the log line when it is back); a test may give its own."""
 
     dsn: str
     batch: int = 500
@@ -279,6 +287,7 @@ class AuditWriter:
     queue_max: int = 100_000
     queue_max_bytes: int = 64 * 1024 * 1024
     statement_timeout_ms: int = 30_000
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
     recorded: int = 0
     written: int = 0
     dropped: int = 0
@@ -334,15 +343,15 @@ class AuditWriter:
         return {"recorded": self.recorded, "written": self.written, "queued": self._queued, "dropped": self.dropped,
                 "rejected": self.rejected, "lost": self.lost, "max_queued": self._max_queued,
                 "queued_bytes": self._bytes, "gaps_unwritten": len(self._gaps) + (self._drops is not None),
-                "store_down_s": round(time.monotonic() - self._down_since, 1) if self._down_since else 0.0}
+                "store_down_s": round(self.clock() - self._down_since, 1) if self._down_since is not None else 0.0}
 
     # ------------------------------------------------------------ the background task
 
     async def start(self) -> None:
         try:
-            self._conn = await asyncio.to_thread(self._connect)
+            self._conn = await self._open()
         except (psycopg.Error, OSError):
-            self._down_since = time.monotonic()
+            self._down_since = self.clock()
             log.warning("audit store unavailable at start; events are queued until it is back")
         self._task = asyncio.create_task(self._run(), name="ontoos-audit")
 
@@ -365,6 +374,33 @@ class AuditWriter:
             conn.close()
             raise
         return conn
+
+    async def _open(self) -> psycopg.Connection:
+        """`_connect` in a worker thread. The thread cannot be stopped: if the wait for it is cancelled
+        (close() gave up on a store that did not answer, and cancelled the task), the connection it may
+        still make is closed there, by the thread or here, instead of being left open for the garbage
+        collector to find."""
+        lock = threading.Lock()
+        state: dict[str, Any] = {"abandoned": False, "conn": None}
+
+        def connect() -> psycopg.Connection | None:
+            conn = self._connect()
+            with lock:
+                if not state["abandoned"]:
+                    state["conn"] = conn
+                    return conn
+            conn.close()  # nobody is waiting for it any more
+            return None
+
+        try:
+            return await asyncio.to_thread(connect)
+        except asyncio.CancelledError:
+            with lock:
+                state["abandoned"] = True
+                made, state["conn"] = state["conn"], None
+            if made is not None:  # made, but the wait was cancelled before it was taken
+                made.close()
+            raise
 
     async def _collect(self) -> bool:
         """Move one batch from the queue to `_pending`; True when the stop marker was reached."""
@@ -404,13 +440,13 @@ class AuditWriter:
             self._disconnect()
 
     def _disconnect(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-        self._conn = None
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
 
     async def _reconnect(self) -> None:
         self._disconnect()
-        self._conn = await asyncio.to_thread(self._connect)
+        self._conn = await self._open()
 
     async def _flush(self) -> None:
         """Write `_pending` and the gap rows due; while the store is down, wait and retry."""
@@ -431,11 +467,11 @@ class AuditWriter:
                     await self._write_gaps()
                 if self._down_since is not None:
                     log.warning("audit store back after %.1f s; the queued events are being written",
-                                time.monotonic() - self._down_since)
+                                self.clock() - self._down_since)
                     self._down_since = None
             except (psycopg.Error, OSError) as e:
                 if self._down_since is None:
-                    self._down_since = time.monotonic()
+                    self._down_since = self.clock()
                     log.warning("audit store unavailable (%s); %d events queued, retrying every %.1f s",
                                 type(e).__name__, self._queued, self.retry)
                 else:
