@@ -1,5 +1,7 @@
-"""Deployment settings from the environment: defaults, overrides, and a clear refusal for a
-number that does not parse or is out of range (on the CLI: an EX902 envelope naming it)."""
+"""Deployment settings from the environment, as the engine reads them (re-exported by
+engine/settings.py): defaults, overrides, and a clear refusal for a number that does not parse
+or is out of range (EX907 naming it, on the CLI an envelope; never the contract's EX902).
+tests/test_settings.py covers every row of the table."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import pytest
 
 from ontoos_explore import cli
 from ontoos_explore.engine.settings import Settings
-from ontoos_explore.errors import ContractError
+from ontoos_explore.errors import ExploreError
 
 
 def test_defaults_and_overrides():
@@ -34,16 +36,25 @@ def test_defaults_and_overrides():
     ("ONTOOS_AUDIT_QUEUE_MB", "0", "a number > 0"),
 ])
 def test_a_bad_number_is_refused_naming_the_variable(name, value, says):
-    with pytest.raises(ContractError) as e:
+    with pytest.raises(ExploreError) as e:
         Settings.from_env(env={name: value})
+    assert (e.value.code, e.value.subtype) == ("EX907", "SETTING_INVALID")
     assert name in e.value.message and repr(value) in e.value.message
     assert says in e.value.hint
+
+
+def test_the_engine_reads_the_one_settings_record():
+    from ontoos_explore import settings
+
+    assert Settings is settings.Settings
+    assert Settings.from_env(env={"ONTOOS_POOL_MAX": "3"}) == settings.read({"ONTOOS_POOL_MAX": "3"})
+    assert Settings(pool_max=2).pool_min == 1 and Settings().data_dir is None  # built directly: the defaults
 
 
 def test_the_cli_answers_a_bad_setting_with_an_envelope(monkeypatch, capsys):
     monkeypatch.setenv("ONTOOS_POOL_MAX", "many")
     code = cli.main(["explore", "--role", "analyst", "-q", "explore workloads fields name"])
     out = json.loads(capsys.readouterr().out)
-    assert code != 0 and out["ok"] is False
-    assert out["error"]["code"] == "EX902" and "ONTOOS_POOL_MAX='many'" in out["error"]["message"]
+    assert code == 1 and out["ok"] is False
+    assert out["error"]["code"] == "EX907" and "ONTOOS_POOL_MAX='many'" in out["error"]["message"]
     assert "unset it for the default" in out["error"]["hint"]

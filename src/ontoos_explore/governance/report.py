@@ -44,12 +44,17 @@ class Rule:
     days: int = 14
 
     @classmethod
-    def from_env(cls, env=None) -> "Rule":
-        import os
+    def from_settings(cls, settings) -> "Rule":
+        """The deployment's rule: ONTOOS_PROMOTE_USES, _PRINCIPALS and _DAYS (settings.py)."""
+        return cls(settings.promote_uses, settings.promote_principals, settings.promote_days)
 
-        env = os.environ if env is None else env
-        return cls(int(env.get("ONTOOS_PROMOTE_USES", 5)), int(env.get("ONTOOS_PROMOTE_PRINCIPALS", 2)),
-                   int(env.get("ONTOOS_PROMOTE_DAYS", 14)))
+    @classmethod
+    def from_env(cls, env=None) -> "Rule":
+        """The rule from the environment (`env`, by default os.environ), read as every setting is:
+        a bad value is refused (EX907) naming its variable."""
+        from ..settings import read
+
+        return cls.from_settings(read(env))
 
 
 def _rows(conn: psycopg.Connection, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
