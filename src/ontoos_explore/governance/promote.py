@@ -6,16 +6,17 @@ parameter values. Each literal the caller wrote becomes a named, typed
 parameter (named after its column, with the observed range as examples);
 the contract's always-filter values stay bound as constants. The entry must
 pass the guard before it is written, with status `pending` until a reviewer
-approves it.
+approves it. The registry file is read and written only through its
+`store.RegistryStore`.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
 import psycopg
-import yaml
 
 from ..compiler import CompiledQuery, json_value
 from ..contract import Contract
@@ -23,6 +24,9 @@ from ..errors import Codes, ExploreError, InputError
 from ..names import fold, is_identifier
 from ..pipeline import compile_exploration
 from .registry import NamedQuery, verify
+from .store import RegistryFileError, RegistryStore
+
+log = logging.getLogger("ontoos_explore.registry")
 
 
 def load_uses(conn: psycopg.Connection, fingerprint: str) -> list[tuple[str, str]]:
@@ -105,21 +109,17 @@ def _enum_values(contract: Contract, q: CompiledQuery, relation: str, column: st
     return col.values if col is not None else None
 
 
-def write_entry(path: Path, entry: NamedQuery) -> None:
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None
-    data = data or {}
-    queries = data.setdefault("queries", [])
-    if any(isinstance(q, dict) and fold(str(q.get("id", ""))) == fold(entry.id) for q in queries):
-        raise InputError(Codes.INVALID_REQUEST, f"the registry already has a query '{entry.id}'", hint="choose another --id")
-    queries.append(entry.model_dump(mode="json", exclude_none=True))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120), encoding="utf-8")
-    tmp.replace(path)
+def _store(registry: RegistryStore | Path | str | None) -> RegistryStore:
+    return registry if isinstance(registry, RegistryStore) else RegistryStore(registry)
 
 
-def promote(conn: psycopg.Connection, contract: Contract, registry: Path, fingerprint: str, ident: str, title: str,
-            description: str = "") -> NamedQuery:
+def write_entry(registry: RegistryStore | Path, entry: NamedQuery) -> None:
+    """Add the entry to the registry file (refused if its id is there already)."""
+    _store(registry).add(entry.model_dump(mode="json", exclude_none=True))
+
+
+def promote(conn: psycopg.Connection, contract: Contract, registry: RegistryStore | Path, fingerprint: str, ident: str,
+            title: str, description: str = "") -> NamedQuery:
     if not is_identifier(ident):
         raise InputError(Codes.INVALID_NAME, "the id must be an identifier", hint="e.g. workloads_by_namespace")
     entry = build_entry(load_uses(conn, fingerprint), contract, ident, title, description, fingerprint)
@@ -127,22 +127,15 @@ def promote(conn: psycopg.Connection, contract: Contract, registry: Path, finger
     return entry
 
 
-def set_status(path: Path, ident: str, status: str) -> None:
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    for q in data.get("queries") or []:
-        if isinstance(q, dict) and fold(str(q.get("id", ""))) == fold(ident):
-            q["status"] = status
-            tmp = path.with_suffix(path.suffix + ".tmp")
-            tmp.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120), encoding="utf-8")
-            tmp.replace(path)
-            return
-    raise InputError(Codes.UNKNOWN_QUERY, f"the registry has no query '{ident}'", hint="ontoos queries list")
+def set_status(registry: RegistryStore | Path, ident: str, status: str) -> None:
+    _store(registry).set_status(ident, status)
 
 
-def promoted_fingerprints(path: Path | None) -> frozenset[str]:
-    """Origin fingerprints already in the registry (pending or approved)."""
-    if path is None or not path.exists():
+def promoted_fingerprints(registry: RegistryStore | Path | None) -> frozenset[str]:
+    """Origin fingerprints already in the registry (pending or approved). For the reports only, so a
+    registry file that cannot be read is logged and counts as none (writing to it is refused)."""
+    try:
+        return _store(registry).origin_fingerprints()
+    except RegistryFileError as e:
+        log.warning("%s", e.message)
         return frozenset()
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    return frozenset(str(q["origin_fingerprint"]) for q in data.get("queries") or []
-                     if isinstance(q, dict) and q.get("origin_fingerprint"))

@@ -21,10 +21,8 @@ dataset the SQL touches; for anyone else an entry does not exist.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..compiler import CompiledQuery, ParamSlot
@@ -111,13 +109,16 @@ class Registry:
         self.problems = problems
 
     @classmethod
-    def load(cls, path: str | Path | None, contract: Contract) -> "Registry":
-        if path is None or not Path(path).exists():
-            return cls(contract, {}, [])
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    def load(cls, source: Any, contract: Contract) -> "Registry":
+        """The entries of the registry file (`source`: a `store.RegistryStore`, a path or None), read
+        through its store and each verified; a missing file (or None) is an empty registry, one that
+        cannot be read a `store.RegistryFileError`."""
+        from .store import RegistryStore
+
+        store = source if isinstance(source, RegistryStore) else RegistryStore(source)
         entries: dict[str, NamedQuery] = {}
         problems: list[tuple[str, str]] = []
-        for i, item in enumerate(raw.get("queries") or []):
+        for i, item in enumerate(store.entries()):
             ident = item.get("id", f"#{i}") if isinstance(item, dict) else f"#{i}"
             try:
                 entry = NamedQuery.model_validate(item)

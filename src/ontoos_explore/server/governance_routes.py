@@ -35,18 +35,28 @@ _env = Environment(loader=PackageLoader("ontoos_explore.server", "templates"), a
 
 
 class Governance:
-    def __init__(self, tools, authenticator: Authenticator, registry_path: Path | None, rule: rep.Rule) -> None:
+    """`audit_dsn` is where the reports read the audit (the deployment's audit database, else the
+    exploration database), `audit` whether it is on; the registry file is read and written through
+    its `RegistryStore`, and `tools.registry` (a `LiveRegistry`) is refreshed after every change."""
+
+    def __init__(self, tools, authenticator: Authenticator, registry_path: Path | None, rule: rep.Rule, *,
+                 audit_dsn: str | None = None, audit: bool = True) -> None:
+        from ..governance.store import RegistryStore
+
         self.tools = tools
         self.auth = authenticator
         self.registry_path = registry_path
+        self.store = RegistryStore(registry_path)
         self.rule = rule
+        self.audit_dsn = audit_dsn
+        self.audit = audit
 
     # ------------------------------------------------------------ helpers
 
     def _dsn(self) -> str:
-        if self.tools.audit is None:
+        if not self.audit or self.audit_dsn is None:
             raise InputError(Codes.INVALID_REQUEST, "the audit is off on this server", hint="start it with ONTOOS_AUDIT=on")
-        return self.tools.audit.dsn
+        return self.audit_dsn
 
     def _reviewer(self, request: Request) -> Principal:
         from .mcp_server import PRINCIPAL_KEY
@@ -77,18 +87,22 @@ class Governance:
         return data
 
     def _queries(self) -> list[dict[str, Any]]:
-        import yaml
+        from ..governance.store import RegistryFileError
 
-        if self.registry_path is None or not self.registry_path.exists():
+        try:
+            return [q for q in self.store.entries() if isinstance(q, dict)]
+        except RegistryFileError:  # the page still shows the report; a change to the file is refused
             return []
-        data = yaml.safe_load(self.registry_path.read_text(encoding="utf-8")) or {}
-        return [q for q in data.get("queries") or [] if isinstance(q, dict)]
 
     def _reload_registry(self) -> None:
-        from ..governance.registry import Registry
+        """The tools serve the change at once (a LiveRegistry would within a second anyway)."""
+        refresh = getattr(self.tools.registry, "refresh", None)
+        if refresh is not None:
+            refresh()
+        elif self.registry_path is not None:  # a plain Registry: replaced by the file as it is now
+            from ..governance.registry import Registry
 
-        if self.registry_path is not None:
-            self.tools.registry = Registry.load(self.registry_path, self.tools.contract)
+            self.tools.registry = Registry.load(self.store, self.tools.contract)
 
     # ------------------------------------------------------------ routes
 
@@ -151,7 +165,7 @@ class Governance:
     async def promote(self, request: Request) -> Response:
         def act(form: dict[str, str]) -> str:
             with psycopg.connect(self._dsn(), connect_timeout=5) as conn:
-                entry = promotion.promote(conn, self.tools.contract, self.registry_path, form.get("fingerprint", ""),
+                entry = promotion.promote(conn, self.tools.contract, self.store, form.get("fingerprint", ""),
                                           form.get("id", ""), form.get("title", "") or form.get("id", ""))
             return f"promoted {entry.id} (pending): approve it below"
 
@@ -159,7 +173,7 @@ class Governance:
 
     async def approve(self, request: Request) -> Response:
         def act(form: dict[str, str]) -> str:
-            promotion.set_status(self.registry_path, form.get("id", ""), "approved")
+            promotion.set_status(self.store, form.get("id", ""), "approved")
             return f"approved {form.get('id')}: agents can run it with ontoos_run_query"
 
         return await self._registry_action(request, act)
