@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import hashlib
 import json
 import logging
 import os
@@ -53,7 +52,11 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from ..compiler.fingerprint import of_shape
 from ..contract import Contract
+from ..grammar.render import to_text
+from ..ir import Exploration
+from ..names import fold
 from ..errors import ExploreError
 from ..envelope import Answer, clean_text, new_id
 
@@ -178,24 +181,22 @@ class Gap:
         return tuple(_stored(getattr(self, c)) for c in GAP_COLUMNS)
 
 
-def _describe_source(source: Any, contract: Contract) -> tuple[str | None, str | None, str | None]:
-    """(dataset, normalized text, fingerprint) of what was asked, as far as it parses."""
-    from ..grammar.render import to_text
-    from ..names import fold
-    from ..pipeline import parse_source
-
-    try:
-        e = parse_source(source)
-    except ExploreError:
-        raw = source if isinstance(source, str) else json.dumps(source, default=str, ensure_ascii=False)
-        return None, raw[:MAX_TEXT], None
-    except Exception:  # anything unreadable is still recorded, as its text
-        return None, str(source)[:MAX_TEXT], None
+def _described(e: Exploration, contract: Contract) -> tuple[str, str, str]:
+    """(dataset, text, fingerprint) of an exploration that parsed but was refused: its contract dataset
+    name when it has one, its text form, and its shape hashed by the compiler's one scheme."""
     ds = contract.dataset(e.dataset.value)
-    dataset = ds.name if ds is not None else e.dataset.value
-    text = to_text(e)
-    shape = to_text(e, literal=lambda _: "?", with_limit=False)
-    return dataset, text[:MAX_TEXT], "ir:" + hashlib.sha256(fold(shape).encode()).hexdigest()[:16]
+    shape = fold(to_text(e, literal=lambda _: "?", with_limit=False))
+    return (ds.name if ds is not None else e.dataset.value), to_text(e)[:MAX_TEXT], of_shape(shape)
+
+
+def _raw(source: Any) -> str:
+    """What was asked, as text, when it did not parse: recorded as it came (never parsed again)."""
+    if isinstance(source, str):
+        return source[:MAX_TEXT]
+    try:
+        return json.dumps(source, default=str, ensure_ascii=False)[:MAX_TEXT]
+    except (ValueError, RecursionError):  # a self-referencing or absurdly deep value (in-process)
+        return str(type(source).__name__)
 
 
 def event_for(answer: Answer, *, principal: str | None, role: str | None, surface: str, source: Any,
@@ -214,8 +215,10 @@ def event_for(answer: Answer, *, principal: str | None, role: str | None, surfac
     err: ExploreError = answer.error
     if q is not None:
         dataset, text, fingerprint = q.datasets[0], q.normalized, q.fingerprint
+    elif answer.exploration is not None:
+        dataset, text, fingerprint = _described(answer.exploration, contract)
     elif source is not None:
-        dataset, text, fingerprint = _describe_source(source, contract)
+        dataset, text, fingerprint = None, _raw(source), None
     else:
         dataset = text = fingerprint = None
     return Event(
