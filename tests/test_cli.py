@@ -231,13 +231,21 @@ def test_bad_command_line_is_one_envelope(argv, capsys):
     assert "Traceback" not in out + err
 
 
-def test_missing_contract_file_exits_1(capsys, tmp_path):
+def test_missing_contract_file_exits_1(capsys, tmp_path, monkeypatch):
+    """A contract path that names no file is a bad setting (EX907, naming the flag or variable);
+    EX902 is for a contract file that is there and invalid."""
     missing = tmp_path / "no-such-contract.yaml"
     code, out, _ = run(capsys, "compile", "--contract", str(missing), "--role", "analyst", "-q", "explore workloads fields name")
     assert code == 1
     e = one_envelope(out)["error"]
-    assert e["subtype"] == "CONTRACT_INVALID" and e["code"] == "EX902"
-    assert str(missing) in e["message"]
+    assert e["subtype"] == "SETTING_INVALID" and e["code"] == "EX907"
+    assert str(missing) in e["message"] and e["message"].endswith("no such file")
+    assert e["message"].startswith("--contract=") and e["hint"].startswith("--contract takes the path of a file")
+    monkeypatch.setenv("ONTOOS_CONTRACT", str(missing))
+    code, out, _ = run(capsys, "catalog", "--role", "analyst")
+    assert code == 1
+    e = one_envelope(out)["error"]
+    assert e["code"] == "EX907" and e["message"].startswith("ONTOOS_CONTRACT=")
 
 
 def test_invalid_contract_names_file_and_line(capsys, tmp_path):
@@ -464,7 +472,7 @@ def test_script_refusals_and_bad_bytes_are_envelopes(tmp_path):
         (run_script("compile", "--role", "analyst", "-q", b"explore workloads fields n\xffame"), 2, None),
         (run_script("compile", "--role", "analyst", "-f", "-", input=b"\xff\xfe garbage"), 2, None),
         (run_script("compile", "--frobnicate"), 2, "EX102"),
-        (run_script("catalog", "--contract", str(tmp_path / "none.yaml"), "--role", "analyst"), 1, "EX902"),
+        (run_script("catalog", "--contract", str(tmp_path / "none.yaml"), "--role", "analyst"), 1, "EX907"),
         (run_script("compile", "-q", "explore workloads fields name", ONTOOS_CONTRACT=str(INVENTORY), ONTOOS_ROLE="clerk"), 2, "EX202"),
     ]
     for proc, code, ex in runs:

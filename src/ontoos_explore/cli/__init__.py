@@ -1,8 +1,11 @@
 """CLI surface: `ontoos` -> the Python API, answers as JSON envelopes or tables.
 
 Exit codes: 0 ok, 2 rejected (the caller's input), 1 anything else. Bad input
-never prints a traceback; set ONTOOS_DEBUG=1 to see one for internal errors.
+never prints a traceback; set ONTOOS_DEBUG=on to see one for internal errors.
 Heavy imports happen after the arguments are parsed, so `--help` is fast.
+The deployment settings are read once, before the command runs: a bad one is
+an EX907 envelope (exit 1). For `serve --stdio`, whose stdout is the
+protocol's, a refusal goes to stderr.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .common import EXIT_INTERNAL, EXIT_REJECTED, UsageError, _emit, _envelope_for_usage, exit_code
+from .common import EXIT_INTERNAL, EXIT_REJECTED, UsageError, _emit, _envelope_for_usage, exit_code, read_settings
 from .explore import cmd_catalog, cmd_check_sql, cmd_compile, cmd_demo, cmd_explore, cmd_grants
 from .governance import cmd_audit, cmd_promote, cmd_queries
 from .parser import build_parser
@@ -36,39 +39,64 @@ def _attach_values(argv: list[str]) -> list[str]:
             i += 1
     return out
 
+def _debug(args=None) -> bool:
+    """The `debug` setting: the run's, or (before it is read, or when it could not be) ONTOOS_DEBUG
+    read alone, a bad value counting as off."""
+    settings = getattr(args, "settings", None)
+    if settings is not None:
+        return settings.debug
+    from ..errors import ExploreError
+    from ..settings import read_one
+
+    try:
+        return read_one("debug", os.environ.get("ONTOOS_DEBUG"))
+    except ExploreError:
+        return False
+
 def _quiet_libraries() -> None:
     """The pool logs connection failures with socket paths and server texts: keep
     them off a user's terminal (the envelope says what matters); ONTOOS_DEBUG shows them."""
     import logging
 
-    if not os.environ.get("ONTOOS_DEBUG"):
+    if not _debug():
         logging.getLogger("psycopg").setLevel(logging.CRITICAL)
 
 def main(argv: list[str] | None = None) -> int:
     _quiet_libraries()
     parser = build_parser()
+    args = None
     try:
         args = parser.parse_args(_attach_values(list(sys.argv[1:] if argv is None else argv)))
         if args.command is None:
             parser.print_help()
             return EXIT_REJECTED
+        args.settings = read_settings(args)
         return COMMANDS[args.command](args)
     except UsageError as e:
-        _emit(_envelope_for_usage(str(e)))
+        _refuse(args, _envelope_for_usage(str(e)))
         return EXIT_REJECTED
     except Exception as e:  # the border: translate, never print a traceback
         from ..errors import ContractError, ExploreError, InternalError
 
         if isinstance(e, ContractError):
-            _emit(e.to_envelope())
+            _refuse(args, e.to_envelope())
             return EXIT_INTERNAL
         if isinstance(e, ExploreError):
-            _emit(e.to_envelope())
+            _refuse(args, e.to_envelope())
             return exit_code(e)
-        if os.environ.get("ONTOOS_DEBUG"):
+        if _debug(args):
             raise
-        _emit(InternalError(reason=type(e).__name__).to_envelope())
+        _refuse(args, InternalError(reason=type(e).__name__).to_envelope())
         return EXIT_INTERNAL
+
+def _refuse(args, envelope: dict) -> None:
+    """The refusal on stdout, or on stderr when stdout carries a protocol (`serve --stdio`)."""
+    if getattr(args, "stdio", False):
+        import json
+
+        sys.stderr.write(json.dumps(envelope) + "\n")
+    else:
+        _emit(envelope)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,9 +1,13 @@
-"""CLI, shared: output (JSON envelopes, tables), reading sources, settings, exit codes."""
+"""CLI, shared: output (JSON envelopes, tables), reading sources, settings, exit codes.
+
+The settings (ontoos_explore/settings.py) are read once per run, by `main`
+before the command: `--dsn`, `--contract`, `--role`, `--queries` and
+`--config` override their variables, which override the defaults.
+"""
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,8 +16,8 @@ from typing import Any
 EXIT_OK, EXIT_INTERNAL, EXIT_REJECTED = 0, 1, 2
 
 def exit_code(error) -> int:
-    """2 when the caller's input was refused; 1 for anything else (the database, a bug)."""
-    return EXIT_REJECTED if error.type in ("validation", "policy", "auth") else EXIT_INTERNAL
+    """The exit code of the error's row: 2 when the caller's input was refused; 1 for anything else."""
+    return error.error_code.exit
 
 class UsageError(Exception):
     """A command line that cannot be read; rendered as an INVALID_REQUEST envelope."""
@@ -42,14 +46,29 @@ def _table(rows: list[list[Any]], headers: list[str]) -> str:
 
 # ---------------------------------------------------------------- commands
 
+FLAGS = ("dsn", "contract", "role", "queries", "config")  # the settings a command line may give
+
+
+def read_settings(args):
+    """The run's settings: its flags over the environment over the defaults (SettingError, EX907)."""
+    from ..settings import read
+
+    return read(**{name: getattr(args, name, None) for name in FLAGS})
+
+def _settings(args):
+    """The settings `main` read for this run (read here, once, for a caller that did not)."""
+    settings = getattr(args, "settings", None)
+    if settings is None:
+        settings = args.settings = read_settings(args)
+    return settings
+
 def _load(args) -> Any:
     from ..contract import load_contract
 
-    path = args.contract or os.environ.get("ONTOOS_CONTRACT") or default_contract()
-    return load_contract(path)
+    return load_contract(_settings(args).contract or default_contract())
 
 def _role(args) -> str:
-    role = args.role or os.environ.get("ONTOOS_ROLE")
+    role = _settings(args).role
     if not role:
         raise UsageError("--role is required (or set ONTOOS_ROLE)")
     return role
@@ -83,11 +102,6 @@ def _read_source(args) -> Any:
         return from_flags(args.dataset, args.fields, args.filter, args.relation, args.group_by, args.order_by, args.limit)
     raise UsageError("give the exploration with -q TEXT, -f FILE, --json JSON, or --dataset and --fields")
 
-def _settings(args):
-    from ..engine.settings import Settings
-
-    return Settings.from_env(dsn=getattr(args, "dsn", None))
-
 def _audit_cli(settings, dsn: str, contract, answer, role: str, source) -> None:
     """The CLI is a surface too: one event per run, written before exit."""
     if not settings.audit:
@@ -115,4 +129,5 @@ def render_result(env: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 def _registry_file(args) -> Path:
-    return Path(args.queries or os.environ.get("ONTOOS_QUERIES") or "queries.yaml")
+    """The registry file: --queries, else ONTOOS_QUERIES, else queries.yaml (the servers' default too)."""
+    return _settings(args).queries

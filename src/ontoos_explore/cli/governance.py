@@ -23,7 +23,7 @@ def cmd_audit(args) -> int:
 
     with psycopg.connect(dsn) as conn:
         ensure_schema(conn)
-        data = rep.report(conn, rep.Filters(args.days, args.dataset, args.subtype), rep.Rule.from_env(),
+        data = rep.report(conn, rep.Filters(args.days, args.dataset, args.subtype), rep.Rule.from_settings(settings),
                           promoted_fingerprints(_registry_file(args)))
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     if fmt == "json":
@@ -65,10 +65,12 @@ def cmd_promote(args) -> int:
 def cmd_queries(args) -> int:
     from ..governance.promote import set_status
     from ..governance.registry import Registry
+    from ..governance.store import RegistryStore
 
     contract = _load(args)
     path = _registry_file(args)
-    registry = Registry.load(path, contract)
+    store = RegistryStore(path)
+    registry = Registry.load(store, contract)
     for ident, problem in registry.problems:
         sys.stderr.write(f"ontoos: named query {ident} skipped: {problem}\n")
     if args.action == "list":
@@ -79,7 +81,7 @@ def cmd_queries(args) -> int:
     if not args.id:
         raise UsageError(f"queries {args.action} needs an ID")
     if args.action == "approve":
-        set_status(path, args.id, "approved")
+        set_status(store, args.id, "approved")
         _emit({"ok": True, "data": {"approved": args.id}})
         return EXIT_OK
     from ..names import fold

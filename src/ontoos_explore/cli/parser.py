@@ -90,7 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--config", metavar="FILE", help="server configuration: principals and token hashes (default: $ONTOOS_CONFIG)")
     v.add_argument("--role", help="stdio: the contract role to serve as")
     v.add_argument("--principal", help="stdio: a principal of --config to serve as")
-    v.add_argument("--queries", metavar="FILE", help="named-query registry YAML (default: $ONTOOS_QUERIES)")
+    v.add_argument("--queries", metavar="FILE",
+                   help="named-query registry YAML, served as it changes (default: $ONTOOS_QUERIES, else queries.yaml)")
 
     a = sub.add_parser("audit", help="governance report from the audit trail",
                        description="Rejections by subtype, dataset, column, principal and day; recent rejections; "
@@ -101,7 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--days", type=int, default=14, help="time window in days (default: 14)")
     a.add_argument("--dataset", help="only this dataset")
     a.add_argument("--subtype", help="only this error subtype")
-    a.add_argument("--queries", metavar="FILE", help="registry YAML: its fingerprints are no longer candidates")
+    a.add_argument("--queries", metavar="FILE", help="registry YAML: its fingerprints are no longer candidates "
+                                                     "(default: $ONTOOS_QUERIES, else queries.yaml)")
 
     m = sub.add_parser("promote", help="turn a recurring exploration into a pending named query",
                        description="Write the fingerprint's exploration into the registry as a named query "

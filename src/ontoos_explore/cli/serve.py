@@ -1,9 +1,14 @@
-"""CLI, the servers: MCP over stdio, MCP and the HTTP API over streamable HTTP."""
+"""CLI, the servers: MCP over stdio, MCP and the HTTP API over streamable HTTP.
+
+Both serve the named queries of `settings.queries` (--queries, ONTOOS_QUERIES,
+else queries.yaml in the working directory) as a `LiveRegistry`: a change to
+the file (`ontoos promote`, `ontoos queries approve`, the dashboard, an edit)
+is served within a second, without a restart.
+"""
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 from .common import EXIT_OK, EXIT_REJECTED, UsageError, _envelope_for_usage, _load, _role, _settings, exit_code
@@ -11,16 +16,16 @@ from .common import EXIT_OK, EXIT_REJECTED, UsageError, _envelope_for_usage, _lo
 
 def cmd_serve(args) -> int:
     from ..errors import ExploreError
-    from ..governance.registry import Registry
     from ..server.config import ServerConfig, load_config
-    from ..server.run import log_to_stderr, registry_path
+    from ..server.run import live_registry, log_to_stderr
 
     log_to_stderr()
     contract = _load(args)
     settings = _settings(args)
-    config_path = args.config or os.environ.get("ONTOOS_CONFIG")
-    config = load_config(config_path, contract) if config_path else ServerConfig()
-    registry = Registry.load(registry_path(args.queries), contract)
+    config = load_config(settings.config, contract) if settings.config else ServerConfig()
+    registry = live_registry(settings, contract)
+    if registry.error is not None:
+        sys.stderr.write(f"ontoos: {registry.error.message}; serving no named queries until it can be read\n")
     for ident, problem in registry.problems:
         sys.stderr.write(f"ontoos: named query {ident} skipped: {problem}\n")
     if args.stdio:
@@ -46,7 +51,7 @@ def _serve_stdio(args, contract, settings, config, registry) -> int:
     else:
         from ..pipeline import resolve_role
 
-        role = resolve_role(contract, args.role or os.environ.get("ONTOOS_ROLE") or _role(args))
+        role = resolve_role(contract, _role(args))
         principal = Principal("stdio", role.name)
     dsn = resolve_dsn(settings, contract)
     asyncio.run(run_stdio(contract, settings, dsn, principal, registry))
@@ -54,7 +59,7 @@ def _serve_stdio(args, contract, settings, config, registry) -> int:
 
 def _serve_http(args, contract, settings, config, registry) -> int:
     from ..runtime import resolve_dsn
-    from ..server.run import http_app, registry_path
+    from ..server.run import http_app
 
     host, _, port = args.http.rpartition(":")
     if not host or not port.isdigit():
@@ -66,7 +71,7 @@ def _serve_http(args, contract, settings, config, registry) -> int:
     dsn = resolve_dsn(settings, contract)
     from ..governance.report import Rule
 
-    rule = Rule.from_env()
-    uvicorn.run(http_app(contract, settings, dsn, config, registry, registry_path(args.queries), rule, host, int(port)),
+    rule = Rule.from_settings(settings)
+    uvicorn.run(http_app(contract, settings, dsn, config, registry, settings.queries, rule, host, int(port)),
                 host=host, port=int(port), log_level="warning", lifespan="on")
     return EXIT_OK

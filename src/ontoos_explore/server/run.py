@@ -4,9 +4,14 @@
 `run_stdio()` serves MCP on stdin/stdout for one fixed principal (stdio has no
 tokens: the caller is whoever started the process, with the role given).
 
+The named queries are a `LiveRegistry` (governance/store.py): a change to the
+registry file, by the CLI, another process or the dashboard, is served within
+a second, over HTTP and stdio alike. The dashboard reads the audit at
+`audit_dsn` (else the exploration database), given at construction.
+
 The audit writer's queue is bounded (governance/audit.py says what happens
 when it is full) by the settings `audit_queue_max` and `audit_queue_mb`
-(engine/settings.py). On a clean shutdown the queue is flushed, and a trail
+(settings.py). On a clean shutdown the queue is flushed, and a trail
 that is not complete says so on stderr.
 """
 
@@ -26,6 +31,7 @@ from ..contract import Contract
 from ..engine.executor import Executor, open_pool
 from ..engine.settings import Settings
 from ..governance.registry import Registry
+from ..governance.store import LiveRegistry, RegistryStore
 from ..service import Answer, Explorer
 from .config import Authenticator, Principal, ServerConfig
 from .http import build_app
@@ -55,14 +61,15 @@ async def close_audit(audit) -> None:
             "%(rejected)d rejected by the store, %(lost)d lost at shutdown", stats)
 
 
-def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerConfig, registry: Registry,
+def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerConfig, registry: Registry | LiveRegistry,
              registry_file: Path | None = None, rule=None, host: str = "127.0.0.1", port: int = 8765):
     from ..governance.report import Rule
     from .governance_routes import Governance
 
     tools = Tools(contract, None, registry, audit_writer(settings, dsn))
     authenticator = Authenticator(config, contract)
-    governance = Governance(tools, authenticator, registry_file, rule or Rule())
+    governance = Governance(tools, authenticator, registry_file, rule or Rule(),
+                            audit_dsn=settings.audit_dsn or dsn, audit=settings.audit)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -84,7 +91,8 @@ def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerCon
                      mcp_sessions=config.mcp_sessions)
 
 
-async def run_stdio(contract: Contract, settings: Settings, dsn: str, principal: Principal, registry: Registry) -> None:
+async def run_stdio(contract: Contract, settings: Settings, dsn: str, principal: Principal,
+                    registry: Registry | LiveRegistry) -> None:
     from mcp.server.stdio import stdio_server
 
     from .mcp_server import build_server, fixed
@@ -156,8 +164,7 @@ def log_to_stderr(level: str = "WARNING") -> None:
     logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
 
-def registry_path(explicit: str | None) -> Path | None:
-    import os
-
-    value = explicit or os.environ.get("ONTOOS_QUERIES")
-    return Path(value) if value else None
+def live_registry(settings: Settings, contract: Contract) -> LiveRegistry:
+    """The registry the tools serve: the file `settings.queries` (ONTOOS_QUERIES, --queries; a missing
+    file is no named queries), verified, and kept in step with the file while the server runs."""
+    return LiveRegistry(RegistryStore(settings.queries), contract)
