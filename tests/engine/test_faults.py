@@ -60,7 +60,7 @@ def activity(dsn: str) -> list[tuple[str, str]]:
             "AND pid <> pg_backend_pid()").fetchall()
 
 
-async def settled(pool, timeout: float = 5.0) -> dict:
+async def settled(pool, timeout: float = 30.0) -> dict:
     """Pool stats once every connection is back (or the timeout passes)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -74,14 +74,12 @@ async def test_a_statement_past_the_budget_is_killed_by_postgres(server, contrac
     _, dsn = server
     pool, explorer = await open_explorer(dsn, contract)
     try:
-        started = time.perf_counter()
         answer = await explorer.explore("explore slow fields id, label limit 100", "hasty")
-        elapsed = time.perf_counter() - started
         err = answer.envelope["error"]
         assert (err["subtype"], err["code"]) == ("QUERY_BUDGET_EXCEEDED", "EX410")
         assert "300 ms" in err["message"] and "filter" in err["hint"]
-        assert elapsed < 2.0  # PostgreSQL stopped it, not the client's margin
-        assert answer.error.reason == "STATEMENT_TIMEOUT"  # (the audit's word; a client deadline says CLIENT_DEADLINE)
+        # PostgreSQL stopped it, not the client's margin: a client deadline would say CLIENT_DEADLINE
+        assert answer.error.reason == "STATEMENT_TIMEOUT"
         assert "pg_sleep" not in json.dumps(answer.envelope)
         # the pool is healthy: the next exploration on the same connection works
         again = await explorer.explore("explore things fields id, label where id <= 3 limit 10", "hasty")
@@ -131,24 +129,34 @@ async def test_a_database_that_is_not_there_is_upstream_unavailable(contract, tm
         await pool.close()
 
 
+def log_since(srv, offset: int) -> str:
+    with open(srv.log, "rb") as f:
+        f.seek(offset)
+        return f.read().decode("utf-8", "replace")
+
+
 async def test_a_cancelled_call_frees_its_connection(server, contract):
-    _, dsn = server
+    srv, dsn = server
     pool, explorer = await open_explorer(dsn, contract, pool_max=1)
+    mark = srv.log.stat().st_size
     try:
         task = asyncio.create_task(explorer.explore("explore slow fields id limit 100", "patient"))
-        for _ in range(100):
-            if any("slow_things" in q for s, q in activity(dsn) if s == "active"):
-                break
+        deadline = time.monotonic() + 30
+        while not any("slow_things" in q for s, q in activity(dsn) if s == "active"):
+            assert time.monotonic() < deadline and not task.done(), "the slow exploration never started"
             await asyncio.sleep(0.02)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        # the query is cancelled on the server, and the single connection comes back
-        deadline = time.monotonic() + 5
-        while any(s == "active" for s, _ in activity(dsn)) and time.monotonic() < deadline:
+        # the query is cancelled on the server (PostgreSQL logs the cancel: it did not just run to its
+        # end), and the single connection comes back
+        deadline = time.monotonic() + 30
+        while ("canceling statement due to user request" not in log_since(srv, mark)
+               or any(s == "active" for s, _ in activity(dsn))) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
+        assert "canceling statement due to user request" in log_since(srv, mark)
         assert not any(s == "active" for s, _ in activity(dsn))
-        answer = await asyncio.wait_for(explorer.explore("explore things fields id limit 1", "patient"), 5)
+        answer = await asyncio.wait_for(explorer.explore("explore things fields id limit 1", "patient"), 30)
         assert answer.ok
     finally:
         await pool.close()

@@ -6,8 +6,10 @@ Through a real `ontoos serve --http`: the role `hasty` may run 300 ms; the
 a last resort. These tests prove that the database is what stops the
 statement: its own log says `57014 canceling statement due to statement
 timeout` (or `55P03 ... lock timeout`), never `due to user request` (the
-client-side cancel), the answer comes long before the client deadline,
-nothing is left running, and the connection is used again.
+client-side cancel at the deadline), the audit's reason is STATEMENT_TIMEOUT
+(not CLIENT_DEADLINE), nothing is left running, and the connection is used
+again. What stopped the statement is read from PostgreSQL's log, not from a
+stopwatch.
 """
 
 from __future__ import annotations
@@ -22,11 +24,10 @@ from .conftest import ACTIVE_STATES, clean, rest
 
 pytestmark = pytest.mark.anyio
 
-BUDGET_S = 0.3
-CLIENT_DEADLINE_S = BUDGET_S + 2.0  # executor.CLIENT_MARGIN_S past the budget
 
 
-def _wait_idle(lake, timeout: float = 5.0) -> list:
+def _wait_idle(lake, timeout: float = 30.0) -> list:
+    """The explorer's busy backends, once there are none (or whatever they are after `timeout`)."""
     deadline = time.monotonic() + timeout
     while True:
         busy = [a for a in lake.activity("ontoos-explore") if a["state"] in ACTIVE_STATES]
@@ -35,14 +36,21 @@ def _wait_idle(lake, timeout: float = 5.0) -> list:
         time.sleep(0.05)
 
 
+def _wait_gone(lake, timeout: float = 30.0) -> list:
+    """The explorer's backends, once there are none: a backend leaves pg_stat_activity a moment
+    after its client has closed the connection."""
+    deadline = time.monotonic() + timeout
+    while (left := lake.activity("ontoos-explore")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
 async def test_the_statement_timeout_kills_it_in_postgres(lake, serve):
     lake.reset_audit()
     srv = serve(lake.dsn)
     async with rest(srv, "hal") as client:
         mark = lake.log_size()
-        t0 = time.perf_counter()
         r = await client.post("/api/v1/explore", json={"query": "explore slow fields id, label limit 100"})
-        elapsed = time.perf_counter() - t0
         log = lake.log_since(mark)
         env = r.json()
         assert r.status_code == 504, env
@@ -56,7 +64,6 @@ async def test_the_statement_timeout_kills_it_in_postgres(lake, serve):
         assert '"rel"."slow_things"' in statement
         # ... not the client's cancel (which PostgreSQL logs as "due to user request")
         assert "canceling statement due to user request" not in log
-        assert elapsed < BUDGET_S + 1.5 < CLIENT_DEADLINE_S, elapsed
         # nothing left running or holding a transaction
         assert _wait_idle(lake) == []
         # the same pooled connections answer the next exploration (pool of 4: every one is reused)
@@ -64,7 +71,7 @@ async def test_the_statement_timeout_kills_it_in_postgres(lake, serve):
             again = await client.post("/api/v1/explore", json={"query": "explore things fields id where id <= 3 limit 5"})
             assert again.status_code == 200 and again.json()["meta"]["rows"] == 3
     assert clean(srv.stop())
-    assert len(lake.activity("ontoos-explore")) == 0  # the pool closed its connections
+    assert _wait_gone(lake) == []  # the pool closed its connections
     events = lake.events()
     assert len(events) == 7
     timed_out = [e for e in events if e["error_code"] == "EX410"]
@@ -81,9 +88,7 @@ async def test_a_statement_waiting_on_a_lock_is_stopped_by_the_lock_timeout(lake
         try:
             async with rest(srv, "hal") as client:
                 mark = lake.log_size()
-                t0 = time.perf_counter()
                 r = await client.post("/api/v1/explore", json={"query": "explore things fields id limit 5"})
-                elapsed = time.perf_counter() - t0
             log = lake.log_since(mark)
         finally:
             locker.rollback()
@@ -91,7 +96,6 @@ async def test_a_statement_waiting_on_a_lock_is_stopped_by_the_lock_timeout(lake
     assert r.status_code == 504 and env["error"]["code"] == "EX410", env
     assert "55P03: canceling statement due to lock timeout" in log, log[-2000:]
     assert "canceling statement due to user request" not in log
-    assert elapsed < CLIENT_DEADLINE_S - 1.0, elapsed
     assert _wait_idle(lake) == []
     async with rest(srv, "hal") as client:
         r = await client.post("/api/v1/explore", json={"query": "explore things fields id limit 5"})
