@@ -199,6 +199,7 @@ class ExploreError(Exception):
         # What reviewers need beyond the reason (e.g. the secret column reached for); never rendered.
         self.detail = detail
         self.retry_after_s: int | None = None  # a 429's wait: meta.retry_after_s (Retry-After over HTTP)
+        self.exploration: Any = None  # the parsed exploration a policy refusal was about (for the audit); never rendered
 
     @property
     def code(self) -> str:

@@ -26,25 +26,14 @@ from .templates import TEMPLATES, TemplateCache
 
 
 def parse_source(source: str | dict[str, Any] | Exploration) -> Exploration:
-    """Text form, JSON form (a dict) or an already built Exploration -> Exploration."""
+    """Text form, JSON form (a dict) or an Exploration built by hand -> Exploration, its shape checked
+    once: by the parser for text and JSON, here for one built by hand."""
     if isinstance(source, Exploration):
         check_shape(source)
         return source
     if isinstance(source, dict):
         return from_json(source)
     return parse_text(source)
-
-
-def _compiles(body: dict[str, Any], contract: Contract, role: Role) -> bool:
-    try:
-        bind(from_json(body), contract, role)
-    except ExploreError:
-        return False
-    return True
-
-
-def _is_text(source: Any) -> bool:
-    return isinstance(source, str) or (isinstance(source, dict) and "query" in source)
 
 
 def resolve_role(contract: Contract, role: str | Role) -> Role:
@@ -66,45 +55,47 @@ def compile_exploration(
     """Parse, bind and compile one exploration for `role`; raise ExploreError on refusal.
 
     An exploration compiled before for this contract and role, up to its
-    literal values, reuses that guarded SQL with its new values
-    (`templates.py`): a text is matched before it is parsed (a text asked
-    again exactly, before even its template is made), the JSON form and an
-    Exploration after. `cache=None` always takes the whole path."""
+    literal values, reuses that guarded SQL with its new values (the template
+    cache, `templates.py`); `cache=None` always takes the whole path."""
     role_ = resolve_role(contract, role)
-    if cache is None:
-        return _compile(source, parse_source(source), contract, role_)[0]
-    text = source.get("query") if isinstance(source, dict) and len(source) == 1 else source
-    if isinstance(text, str):  # the text form, alone or as {"query": text}
-        again = cache.exact(text, contract, role_)
-        if again is not None:
-            return again
-        exploration = None
-        key, lits = cache.key(text, contract, role_)
-        hit = cache.lookup(key, lits, text)
-    else:
-        exploration = parse_source(source)
-        key, lits = cache.key_of_ir(exploration, contract, role_)
-        hit = cache.lookup(key, lits)
-    if hit is None:
-        hit, plan = _compile(source, exploration or parse_source(source), contract, role_)
-        cache.fill(key, lits, plan, hit, contract, role_)
-    if isinstance(text, str):
-        cache.remember(text, contract, role_, hit)
-    return hit
+    if cache is not None:
+        return cache.compile(source, contract, role_, compile_whole, parse_source)
+    return compile_whole(source, None, contract, role_)[0]
 
 
-def _compile(source: str | dict[str, Any] | Exploration, exploration: Exploration, contract: Contract, role_: Role):
+def compile_whole(source: Any, exploration: Exploration | None, contract: Contract, role: Role):
+    """The whole path, one line a stage: parse, bind, compile, guard -> (CompiledQuery, BoundExploration)."""
+    exploration = exploration or parse_source(source)
+    plan = _bind(source, exploration, contract, role)
+    compiled = compile_plan(plan)
+    verify(compiled, allowed_for_role(contract, role))
+    return dataclasses.replace(compiled, contract_hash=contract.hash), plan
+
+
+def _bind(source: Any, exploration: Exploration, contract: Contract, role: Role):
+    """Policy, with a refusal made fit for its caller: it carries the exploration (for the audit), a
+    position only for the text form, and a retry_with only if that compiles."""
     try:
-        plan = bind(exploration, contract, role_)
+        return bind(exploration, contract, role)
     except ExploreError as e:
+        e.exploration = exploration
         if not _is_text(source):
             e.position = None  # positions inside one JSON entry or flag would mislead
-        if e.retry_with is not None and not _compiles(e.retry_with, contract, role_):
+        if e.retry_with is not None and not _compiles(e.retry_with, contract, role):
             e.retry_with = None  # offer only a retry that works
         raise
-    compiled = compile_plan(plan)
-    verify(compiled, allowed_for_role(contract, role_))
-    return dataclasses.replace(compiled, contract_hash=contract.hash), plan
+
+
+def _compiles(body: dict[str, Any], contract: Contract, role: Role) -> bool:
+    try:
+        bind(from_json(body), contract, role)
+    except ExploreError:
+        return False
+    return True
+
+
+def _is_text(source: Any) -> bool:
+    return isinstance(source, str) or (isinstance(source, dict) and "query" in source)
 
 
 log = logging.getLogger("ontoos_explore.guard")

@@ -45,6 +45,7 @@ import dataclasses
 import re
 import threading
 from decimal import Decimal
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .compiler import CompiledQuery
@@ -173,6 +174,31 @@ class TemplateCache:
                 self.exact_bytes -= self._exact.pop(next(iter(self._exact)))[1]
             self._exact[key] = (q, size)
             self.exact_bytes += size
+
+    def compile(self, source: Any, contract: Contract, role: Role, whole: Callable, parse: Callable) -> CompiledQuery:
+        """`source` compiled for `role`: from the table of exact texts, else from a template seen before
+        with the new values bound, else by `whole(source, exploration, contract, role)` (the whole path:
+        -> (query, plan)), whose result fills the cache. A text (alone or as {"query": text}) is matched
+        before it is parsed; the JSON form and an Exploration are `parse`d first, and keyed by their
+        rendering."""
+        text = source.get("query") if isinstance(source, dict) and len(source) == 1 else source
+        exploration = None
+        if isinstance(text, str):
+            again = self.exact(text, contract, role)
+            if again is not None:
+                return again
+            key, lits = self.key(text, contract, role)
+            hit = self.lookup(key, lits, text)
+        else:
+            exploration = parse(source)
+            key, lits = self.key_of_ir(exploration, contract, role)
+            hit = self.lookup(key, lits)
+        if hit is None:
+            hit, plan = whole(source, exploration, contract, role)
+            self.fill(key, lits, plan, hit, contract, role)
+        if isinstance(text, str):
+            self.remember(text, contract, role, hit)
+        return hit
 
     def key(self, text: str, contract: Contract, role: Role) -> tuple[tuple, list[tuple[str, Any]]]:
         template, lits = template_of(text)

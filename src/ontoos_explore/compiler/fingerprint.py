@@ -112,4 +112,10 @@ def shape(plan: BoundExploration) -> str:
 
 
 def fingerprint(plan: BoundExploration, shape_text: str | None = None) -> str:
-    return hashlib.sha256((shape_text if shape_text is not None else shape(plan)).encode()).hexdigest()[:16]
+    return of_shape(shape_text if shape_text is not None else shape(plan))
+
+
+def of_shape(shape_text: str) -> str:
+    """The one fingerprint scheme: a shape's text (literals as `?`, no limit), hashed. A refused
+    exploration has no plan; the audit hashes its parsed shape (`grammar.render.to_text`) the same way."""
+    return hashlib.sha256(shape_text.encode()).hexdigest()[:16]

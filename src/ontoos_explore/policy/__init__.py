@@ -9,7 +9,6 @@ order; the first refusal raises. See budgets.py and rules.py for the rows.
 from __future__ import annotations
 
 from ..contract import Contract, Role
-from ..grammar.limits import check_shape
 from ..ir import Exploration
 from .bound import BoundExploration, Col
 from .budgets import BUDGET_RULES
@@ -21,7 +20,7 @@ __all__ = ["bind", "BoundExploration"]
 
 
 def bind(exploration: Exploration, contract: Contract, role: Role) -> BoundExploration:
-    check_shape(exploration)
+    """A parsed exploration (its shape checked by the parse stage) -> the plan, or the first refusal."""
     for rule in BUDGET_RULES:
         rule(exploration, role)
     b = Binding(exploration, contract, role)
