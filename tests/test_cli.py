@@ -248,6 +248,19 @@ def test_missing_contract_file_exits_1(capsys, tmp_path, monkeypatch):
     assert e["code"] == "EX907" and e["message"].startswith("ONTOOS_CONTRACT=")
 
 
+def test_a_registry_file_that_cannot_be_read_is_an_envelope_and_is_left_alone(capsys, tmp_path):
+    registry = tmp_path / "queries.yaml"
+    registry.write_text("queries:\n  - id: a\n    title: x: y\n", encoding="utf-8")
+    before = registry.read_bytes()
+    for argv in (["queries", "list"], ["queries", "approve", "a"], ["queries", "show", "a"]):
+        code, out, err = run(capsys, *argv, "--queries", str(registry))
+        e = one_envelope(out)["error"]
+        assert code == 2 and e["code"] == "EX102", argv
+        assert e["message"].startswith("the registry file queries.yaml cannot be read: line 3"), e["message"]
+        assert "nothing was written" in e["hint"] and "Traceback" not in out + err
+    assert registry.read_bytes() == before
+
+
 def test_invalid_contract_names_file_and_line(capsys, tmp_path):
     text = INVENTORY.read_text().replace("  crm: [buyers]", "  crm: [buyerz]")
     path = tmp_path / "broken.yaml"
