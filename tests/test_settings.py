@@ -56,7 +56,7 @@ def test_every_setting_is_read_from_its_variable(tmp_path):
     contract.write_text("x"), config.write_text("x")
     env = {"ONTOOS_DSN": "postgresql://u@db:5433/lake", "ONTOOS_DATA_DIR": str(tmp_path / "pg"),
            "ONTOOS_POOL_MIN": "0", "ONTOOS_POOL_MAX": "3", "ONTOOS_POOL_TIMEOUT": "2.5", "ONTOOS_QUERY_ROLES": "OFF",
-           "ONTOOS_ROLE_PREFIX": "acme_", "ONTOOS_HEAVY_MAX_COST": "5e5", "ONTOOS_COST_CACHE": "0",
+           "ONTOOS_ROLE_PREFIX": "acme_", "ONTOOS_COST_CACHE": "0",
            "ONTOOS_AUDIT_DSN": "host=/run/pg dbname=audit", "ONTOOS_AUDIT": "no", "ONTOOS_AUDIT_QUEUE_MAX": "500",
            "ONTOOS_AUDIT_QUEUE_MB": "1.5", "ONTOOS_BODY_TIMEOUT": " 2 ", "ONTOOS_QUERIES": str(tmp_path / "q.yaml"),
            "ONTOOS_PROMOTE_USES": "3", "ONTOOS_PROMOTE_PRINCIPALS": "1", "ONTOOS_PROMOTE_DAYS": "30",
@@ -66,7 +66,7 @@ def test_every_setting_is_read_from_its_variable(tmp_path):
     got = st.read(env)
     assert got == st.Settings(
         dsn="postgresql://u@db:5433/lake", data_dir=tmp_path / "pg", pool_min=0, pool_max=3, pool_timeout_s=2.5,
-        query_roles=False, role_prefix="acme_", heavy_max_cost=500_000.0, cost_cache_s=0.0,
+        query_roles=False, role_prefix="acme_", cost_cache_s=0.0,
         audit_dsn="host=/run/pg dbname=audit", audit=False, audit_queue_max=500, audit_queue_mb=1.5,
         body_timeout_s=2.0, queries=tmp_path / "q.yaml", promote_uses=3, promote_principals=1, promote_days=30,
         contract=contract, config=config, role="analyst", debug=True)
@@ -117,7 +117,6 @@ def _bad_values(tmp_path: Path) -> dict[str, tuple[str, str]]:
         "pool_timeout_s": ("0", "a number > 0"),
         "query_roles": ("maybe", "on or off"),
         "role_prefix": ("acme-", "letters, digits and _"),
-        "heavy_max_cost": ("inf", "a number > 0"),
         "cost_cache_s": ("-1", "a number >= 0"),
         "audit_dsn": ("postgresql://u:pw@h/db trailing", "a PostgreSQL connection string"),
         "audit": ("sometimes", "on or off"),

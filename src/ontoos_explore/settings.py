@@ -21,7 +21,6 @@ never read as something else, and never confused with an invalid contract
 | pool_timeout_s | ONTOOS_POOL_TIMEOUT | | 5 | a number > 0 | seconds to wait for a free connection before UPSTREAM_UNAVAILABLE |
 | query_roles | ONTOOS_QUERY_ROLES | | on | on or off | SET LOCAL ROLE to the contract role's database role |
 | role_prefix | ONTOOS_ROLE_PREFIX | | ontoos_q_ | letters, digits and _, at most 32, not starting with a digit | prefix of those database roles |
-| heavy_max_cost | ONTOOS_HEAVY_MAX_COST | | 1000000 | a number > 0 | cost ceiling for heavy datasets when the role sets none |
 | cost_cache_s | ONTOOS_COST_CACHE | | 300 | a number >= 0 | seconds the planner's cost estimate of an exploration (same SQL, values and role) is reused; 0: every call |
 | audit_dsn | ONTOOS_AUDIT_DSN | | the exploration database | a PostgreSQL connection string | where the audit schema ontoos_audit lives |
 | audit | ONTOOS_AUDIT | | on | on or off | record every request |
@@ -222,8 +221,6 @@ SETTINGS: tuple[Setting, ...] = (
             "seconds to wait for a free connection before UPSTREAM_UNAVAILABLE"),
     Setting("query_roles", "ONTOOS_QUERY_ROLES", True, FLAG, "SET LOCAL ROLE to the contract role's database role"),
     Setting("role_prefix", "ONTOOS_ROLE_PREFIX", "ontoos_q_", ROLE_PREFIX, "prefix of those database roles"),
-    Setting("heavy_max_cost", "ONTOOS_HEAVY_MAX_COST", 1_000_000.0, number(0),
-            "cost ceiling for heavy datasets when the role sets none"),
     Setting("cost_cache_s", "ONTOOS_COST_CACHE", 300.0, number(0, low_ok=True),
             "seconds the planner's cost estimate of an exploration (same SQL, values and role) is reused; "
             "0: every call"),
@@ -268,7 +265,6 @@ class Settings:
     pool_timeout_s: float = _D["pool_timeout_s"]
     query_roles: bool = _D["query_roles"]
     role_prefix: str = _D["role_prefix"]
-    heavy_max_cost: float = _D["heavy_max_cost"]
     cost_cache_s: float = _D["cost_cache_s"]
     audit_dsn: str | None = _D["audit_dsn"]
     audit: bool = _D["audit"]

@@ -31,7 +31,6 @@ def test_defaults_and_overrides():
     ("ONTOOS_POOL_TIMEOUT", "0", "a number > 0"),
     ("ONTOOS_COST_CACHE", "-1", "a number >= 0"),
     ("ONTOOS_COST_CACHE", "nan", "a number >= 0"),
-    ("ONTOOS_HEAVY_MAX_COST", "inf", "a number > 0"),
     ("ONTOOS_AUDIT_QUEUE_MAX", "-3", "an integer >= 1"),
     ("ONTOOS_AUDIT_QUEUE_MB", "0", "a number > 0"),
 ])

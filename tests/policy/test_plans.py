@@ -54,3 +54,14 @@ def test_positions_reading_a_column_callers_may_not_see_are_masked(demo):
     assert masked_positions([(name,), (secret,), (), (name, hidden), (None,)]) == frozenset({1, 3, 4})
     plan = plan_for(demo, demo.role("analyst"), [w, w], 10, 100, [(name,), (secret,)])
     assert plan.masked == frozenset({1}) and len(plan.tables) == 1 and (plan.max_rows, plan.timeout_ms) == (10, 100)
+
+
+def test_the_heavy_ceiling_is_a_governed_contract_value():
+    import pytest
+
+    from ontoos_explore.errors import ContractError
+
+    for bad in ("0", "-5", ".inf", "lots"):
+        with pytest.raises(ContractError) as e:
+            _without_analyst_max_cost(f"heavy_max_cost: {bad}\n")
+        assert "heavy_max_cost" in e.value.message

@@ -15,7 +15,6 @@ the engine reads:
 | pool_timeout_s | ONTOOS_POOL_TIMEOUT | | 5 | a number > 0 | seconds to wait for a free connection before UPSTREAM_UNAVAILABLE |
 | query_roles | ONTOOS_QUERY_ROLES | | on | on or off | SET LOCAL ROLE to the contract role's database role |
 | role_prefix | ONTOOS_ROLE_PREFIX | | ontoos_q_ | letters, digits and _, at most 32, not starting with a digit | prefix of those database roles |
-| heavy_max_cost | ONTOOS_HEAVY_MAX_COST | | 1000000 | a number > 0 | cost ceiling for heavy datasets when the role sets none |
 | cost_cache_s | ONTOOS_COST_CACHE | | 300 | a number >= 0 | seconds the planner's cost estimate of an exploration (same SQL, values and role) is reused; 0: every call |
 """
 
@@ -26,4 +25,4 @@ from ..settings import Settings, SettingError, read
 __all__ = ["Settings", "SettingError", "read"]
 
 ENGINE_SETTINGS = ("dsn", "data_dir", "pool_min", "pool_max", "pool_timeout_s", "query_roles", "role_prefix",
-                   "heavy_max_cost", "cost_cache_s")
+                   "cost_cache_s")
