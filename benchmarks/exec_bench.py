@@ -22,7 +22,7 @@ noise treat every variant alike):
              cost_cache_s=0)
   explore_cold  every cache off: the whole compile and guard, and the
              EXPLAIN before every query
-  explore+audit  Tools.explore: the same, plus an audit Event recorded into a
+  explore+audit  Tools.call: the same, plus an audit Event recorded into a
              started AuditWriter (queue + background COPY batches)
   explain    (floor) psycopg running the EXPLAIN the executor sends for a value set
              it has not seen, alone: what `new values` cannot go below, since the
@@ -169,7 +169,7 @@ async def _bench(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES
                 return a.envelope["meta"]["rows"]
 
             async def v_explore_audit():
-                a = await tools.explore(text, principal, "bench")
+                a = await tools.call("ontoos_explore", {"query": text}, principal, "bench")
                 assert a.ok, a.envelope
                 return a.envelope["meta"]["rows"]
 

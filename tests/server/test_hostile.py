@@ -28,9 +28,9 @@ import pytest
 
 from ontoos_explore.cli import main as cli_main
 from ontoos_explore.grammar.limits import MAX_JSON_CHARS, MAX_JSON_DEPTH, MAX_JSON_VALUES, check_json
-from ontoos_explore.errors import ExploreError
-from ontoos_explore.server.http import envelope_response
-from ontoos_explore.server.tools import scrub
+from ontoos_explore.envelope import Answer, scrub
+from ontoos_explore.errors import Codes, ExploreError
+from ontoos_explore.server.rest import answer_response
 from tests.server.test_hostile_support import (
     BODY_TIMEOUT_S,
     assert_envelope,
@@ -473,9 +473,8 @@ def test_check_json_is_iterative():
 
 def test_a_refusal_that_echoes_a_lone_surrogate_still_renders():
     """Defense in depth: were a refusal ever to echo a lone surrogate, the answer still encodes."""
-    env = {"ok": False, "error": {"type": "validation", "subtype": "X", "code": "EX102",
-                                  "message": "no key '\ud800' \x00", "hint": "h"}, "meta": {}}
-    body = envelope_response(env).body.decode("utf-8")
+    e = ExploreError(Codes.INVALID_REQUEST, "no key '\ud800' \x00", hint="h")
+    body = answer_response(Answer.refusal(e)).body.decode("utf-8")
     assert "\\\\ud800" in body and "\\\\u0000" in body
     assert scrub({"a": ["\udcff", {"\ud800": "ok"}], "n": 1}) == {"a": ["\\udcff", {"\\ud800": "ok"}], "n": 1}
 

@@ -111,13 +111,11 @@ class Governance:
             principal = self._reviewer(request)
             f = self._filters(request)
             data = await asyncio.to_thread(self._report, f)
-        except AuthError as e:
-            return _html_error(e, 403)
         except ExploreError as e:
-            return _html_error(e, 400)
+            return _refusal(e, page=True)
         except psycopg.Error:
-            return _html_error(ExploreError(Codes.UPSTREAM_UNAVAILABLE, "the audit store is unavailable",
-                                            hint="retry in a few seconds"), 503)
+            return _refusal(ExploreError(Codes.UPSTREAM_UNAVAILABLE, "the audit store is unavailable",
+                                         hint="retry in a few seconds"), page=True)
         contract = self.tools.contract
         html = _env.get_template("governance.html").render(
             principal=principal.name, contract_hash=contract.hash, r=data, filters=f, rule=self.rule,
@@ -135,14 +133,10 @@ class Governance:
                 raise InputError(Codes.INVALID_REQUEST, f"no view '{view[:40]}'", hint=f"views: report, {', '.join(rep.VIEWS)}")
             data = await asyncio.to_thread(self._report, self._filters(request))
         except ExploreError as e:
-            from .http import error_response
-
-            return error_response(e)
+            return _refusal(e)
         except psycopg.Error:
-            from .http import error_response
-
-            return error_response(ExploreError(Codes.UPSTREAM_UNAVAILABLE, "the audit store is unavailable",
-                                               hint="retry in a few seconds"))
+            return _refusal(ExploreError(Codes.UPSTREAM_UNAVAILABLE, "the audit store is unavailable",
+                                         hint="retry in a few seconds"))
         body = data if view == "report" else {view: data[view]}
         return JSONResponse({"ok": True, "data": body, "meta": {"contract_hash": self.tools.contract.hash}})
 
@@ -158,8 +152,10 @@ class Governance:
             self._reload_registry()
             return _back(message)
         except AuthError as e:
-            return _html_error(e, 403)
+            return _refusal(e, page=True)
         except ExploreError as e:
+            if e.error_code is Codes.BODY_TOO_SLOW:  # the form never arrived: the envelope, the connection closed
+                return _refusal(e)
             return _back(f"{e.message}: {e.hint or ''}", error=True)
 
     async def promote(self, request: Request) -> Response:
@@ -189,9 +185,7 @@ class Governance:
         try:
             form = await _form(request)
         except ExploreError as e:  # the envelope, as the body limit in front of every route answers it
-            from .http import error_response
-
-            return error_response(e)
+            return _refusal(e)
         principal = self.auth.authenticate(form.get("token", ""))
         if principal is None:
             return HTMLResponse("<!doctype html><p>That token is not valid. <a href='/governance/login'>Try again</a></p>",
@@ -242,8 +236,15 @@ def _back(message: str, error: bool = False) -> RedirectResponse:
     return RedirectResponse(f"/governance?{query}", status_code=303)
 
 
-def _html_error(e: ExploreError, status: int) -> HTMLResponse:
+def _refusal(e: ExploreError, page: bool = False) -> Response:
+    """A refusal as the dashboard answers it, with the status of its row: a page for a browser's page
+    (`page`), else the envelope (the JSON API, a form's body), as every other route answers it."""
+    if not page:
+        from ..envelope import Answer
+        from .rest import answer_response
+
+        return answer_response(Answer.refusal(e))
     from html import escape
 
     return HTMLResponse(f"<!doctype html><html><body><h1>{escape(e.subtype)}</h1><p>{escape(e.message)}</p>"
-                        f"<p>{escape(e.hint or '')}</p></body></html>", status_code=status)
+                        f"<p>{escape(e.hint or '')}</p></body></html>", status_code=e.error_code.status)

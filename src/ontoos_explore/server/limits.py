@@ -8,7 +8,7 @@
   one token cannot hold the SDK's 10,000 for everyone; one more initialize is
   answered 429 (EX412, reason MCP_SESSIONS) until one ends.
 
-`http.build_app` wires both; they keep no state beyond their tables, bounded
+`app.build_app` wires both; they keep no state beyond their tables, bounded
 by the limiter's 10,000 addresses, 1,000 open episodes, and the configured
 principals.
 """
@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import math
 import time
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import Codes, ExploreError
+from .. import errors
+from ..errors import too_many_sessions  # noqa: F401 (defined there, with every other refusal)
 from .config import RateLimit, RateLimiter
 
 log = logging.getLogger("ontoos_explore.http")
@@ -98,15 +98,7 @@ class SessionCaps:
         self._open.setdefault(principal, set()).add(session_id)
 
 
-def too_many_sessions(principal: str, held: int) -> ExploreError:
-    return ExploreError(Codes.RATE_LIMITED, f"{principal} has {held} MCP sessions open, its most at once",
-                        hint="reuse an open session (its mcp-session-id header), or end one you no longer use "
-                        "with DELETE /mcp; idle sessions end after 30 minutes", reason="MCP_SESSIONS")
-
-
 def flooded(wait_s: float) -> dict[str, Any]:
-    after = max(1, math.ceil(wait_s))
-    e = ExploreError(Codes.RATE_LIMITED, "too many requests without a valid token from this address",
-                     hint=f"retry in {after} s with one Authorization: Bearer <token> header "
-                     "(tokens are issued in the server configuration)", reason="AUTH_FLOOD")
-    return e.to_envelope(retry_after_s=after)
+    """The envelope of the FLOODED refusal (`errors.flooded`, where it is defined), for callers that want
+    the envelope itself."""
+    return errors.flooded(wait_s).to_envelope()

@@ -5,9 +5,10 @@ unknown argument keys reach our own validation (with did-you-mean), an
 unknown tool is a protocol error as the spec says, and every exception is
 caught here so no internal text can leave as a JSON-RPC error.
 
-A refused call is a tool error (`isError`) whose text is the error envelope
-JSON, without structured content; a success carries the envelope as
-structured content and as JSON text.
+A call goes through `Tools.call` (stdio and streamable HTTP alike) and its
+`Answer` becomes a tool result (`tool_result`): a refusal is a tool error
+(`isError`) whose text is the error envelope JSON, without structured
+content; a success carries the envelope as structured content and as JSON text.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from mcp.types import (
 )
 
 from .. import __version__
+from ..envelope import Answer
+from ..errors import InternalError
 from .config import Principal
 from .tools import INSTRUCTIONS, READ_ONLY, TOOLS, Tools, input_schema, output_schema
 
@@ -75,15 +78,8 @@ def build_server(tools: Tools, principal_of: Callable[[ServerRequestContext], Pr
             answer = await tools.call(params.name, params.arguments or {}, principal_of(ctx), surface=surface)
         except Exception:  # never let internal text out as a JSON-RPC error
             log.exception("tool %s failed", params.name)
-            from ..errors import InternalError
-
-            env = InternalError(reason="UNEXPECTED").to_envelope()
-            return CallToolResult(is_error=True, content=[TextContent(type="text", text=json.dumps(env))])
-        if not answer.ok:  # the envelope is presentable already (`Answer.refusal`)
-            text = json.dumps(answer.envelope, ensure_ascii=False)
-            return CallToolResult(is_error=True, content=[TextContent(type="text", text=text)])
-        text = json.dumps(answer.envelope, ensure_ascii=False)
-        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=answer.envelope)
+            answer = Answer.refusal(InternalError(reason="UNEXPECTED"))
+        return tool_result(answer)
 
     return Server(
         "ontoos-explore",
@@ -93,6 +89,14 @@ def build_server(tools: Tools, principal_of: Callable[[ServerRequestContext], Pr
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+
+
+def tool_result(answer: Answer) -> CallToolResult:
+    """An `Answer` as an MCP tool result (the envelope is presentable already: `Answer.refusal`)."""
+    text = json.dumps(answer.envelope, ensure_ascii=False)
+    if not answer.ok:
+        return CallToolResult(is_error=True, content=[TextContent(type="text", text=text)])
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=answer.envelope)
 
 
 def fixed(principal: Principal) -> Callable[[Any], Principal]:

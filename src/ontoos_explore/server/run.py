@@ -119,14 +119,14 @@ async def run_stdio(contract: Contract, settings: Settings, dsn: str, principal:
 async def answer_unreadable(read, forward, write, on_refusal=None) -> None:
     """Between the stdio transport and the server. A line the SDK cannot read reaches the
     server as an exception, and goes unanswered, so a client waiting on its id would wait
-    for ever; JSON-RPC answers it: -32700 (not JSON) or -32600 (not a JSON-RPC message),
-    with its id when one can be read, else null, and the envelope in `error.data`;
+    for ever; JSON-RPC answers it with its row's code: -32700 (JSON_UNREADABLE, not JSON) or
+    -32600 (NOT_JSON_RPC), with its id when one can be read, else null, and the envelope in `error.data`;
     `on_refusal(error)` records it (the audit, like every other refusal)."""
     from mcp.shared.message import SessionMessage
-    from mcp.types import INVALID_REQUEST, PARSE_ERROR, JSONRPCError
+    from mcp.types import JSONRPCError
 
     from ..errors import Codes, InputError
-    from .http import rpc_payload
+    from .mcp_http import rpc_payload
 
     async with forward:
         async for item in read:
@@ -135,9 +135,10 @@ async def answer_unreadable(read, forward, write, on_refusal=None) -> None:
                 continue
             errors = item.errors() if hasattr(item, "errors") else []
             not_json = any(err.get("type") == "json_invalid" for err in errors)
-            e = InputError(Codes.INVALID_REQUEST, "the line is not JSON" if not_json else "the line is not a JSON-RPC message",
+            e = InputError(Codes.JSON_UNREADABLE if not_json else Codes.NOT_JSON_RPC,
+                           "the line is not JSON" if not_json else "the line is not a JSON-RPC message",
                            hint="send one JSON-RPC 2.0 message per line, UTF-8, without unpaired surrogates")
-            payload = rpc_payload(e, PARSE_ERROR if not_json else INVALID_REQUEST)
+            payload = rpc_payload(e)
             payload["id"] = _id_of(errors)
             if on_refusal is not None:
                 on_refusal(e)

@@ -1,14 +1,19 @@
-"""Server, the tools: what agents and scripts may call, as data, and one handler each.
+"""Server, the tools: what agents and scripts may call, as data, and one entry point for every surface.
 
-Both the MCP server and the HTTP API call `Tools.call(name, arguments,
-principal)`, which answers `(ok, envelope)`: the same envelope on every
-surface. Descriptions stay short; the shared guidance is `INSTRUCTIONS`.
+    answer = await tools.call("ontoos_explore", {"dataset": "workloads", "fields": ["name"]}, principal, "rest")
+    answer.envelope, answer.status, answer.exit      # the same envelope on MCP (HTTP, stdio) and REST
 
-`Tools.call` is also where every surface's calls are admitted: the caller's
-rate limit is taken first (RATE_LIMITED, with `meta.retry_after_s`), the
-arguments are checked as a whole (`check_json`: depth, size, NUL bytes and
-unpaired surrogates) before any of them is read or echoed, and a call
-cancelled half-way (the client went away) is still recorded, once.
+`Tools.call(name, arguments, principal, surface)` is the only way a tool runs:
+the caller's rate limit is taken first (RATE_LIMITED, with
+`meta.retry_after_s`; REST takes it itself before reading a body, and says so
+with `admitted=True`), the arguments are checked as a whole (`check_json`:
+depth, size, NUL bytes and unpaired surrogates) before any of them is read or
+echoed, then validated by the tool's input model (the same pydantic model
+tools/list publishes as its input schema), then the tool runs. Every outcome is
+an `Answer` and is recorded once, a call cancelled half-way (the client went
+away) too. A surface's own refusal of a request (a body it cannot read, a
+session too many) is recorded through `Tools.refuse`. Descriptions stay short;
+the shared guidance is `INSTRUCTIONS`.
 """
 
 from __future__ import annotations
@@ -16,17 +21,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from typing import Any, Literal
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation, ValidationError
 
 from ..catalog import describe_dataset, list_datasets
 from ..contract import Contract
-from ..envelope import clean_text, presentable, scrub  # noqa: F401 (re-exported for the surfaces)
+from ..envelope import Answer, clean_text, new_id
 from ..errors import Codes, ExploreError, InputError, cancelled, no_token, rate_limited
 from ..grammar.limits import check_json
 from ..names import close_matches
-from ..envelope import Answer, new_id
 from ..service import Explorer
 from .config import Principal, RateLimiter
 
@@ -41,6 +47,13 @@ combine with and/or/not. Rows are capped by your role; meta.truncated true means
 Prefer a named query (ontoos_queries, ontoos_run_query) when one answers the question."""
 
 
+# ---------------------------------------------------------------- the input models
+# Each is validated strictly, and published as the tool's input schema. A field typed
+# SkipValidation[...] is published with its type but read by the JSON-form reader, whose
+# messages name the place ("'fields' must be a list of strings", "dataset must be a name").
+# `refusals`: the message and hint for a field the model itself refuses.
+
+
 class FilterObject(BaseModel):
     model_config = ConfigDict(extra="forbid")
     field: str = Field(description="Column: name, or relation.name for a followed relation")
@@ -52,29 +65,50 @@ class FilterObject(BaseModel):
 class ExploreInput(BaseModel):
     """The JSON form of an exploration (the README's "The language"), plus dry_run."""
 
-    model_config = ConfigDict(extra="forbid")
-    dataset: str | None = Field(None, description="Dataset to explore (see ontoos_catalog)")
-    fields: list[str] | None = Field(
-        None, description='Columns or aggregates, e.g. ["name", "count()", "sum(cpu_millis) as cpu", "relation.column"]')
-    filter: str | list[FilterObject] | None = Field(
-        None, description="A predicate, e.g. \"namespace = 'prod' and replicas > 2\", or a list of {field, op, value} (ANDed)")
-    relations: list[str] | None = Field(None, description="Relations to follow (joins), from ontoos_catalog")
-    group_by: list[str] | None = Field(None, description="Columns to group by; every plain field must be listed when aggregating")
-    order_by: list[str] | None = Field(None, description='Order keys: a column or alias; "-name" or "name desc" for descending')
-    limit: int | None = Field(None, description="Most rows to return; lowered to your role's budget with a note")
-    query: str | None = Field(None, description="The whole exploration in text form instead of the keys above")
+    model_config = ConfigDict(extra="forbid", strict=True)
+    refusals: ClassVar[dict[str, tuple[str, str]]] = {
+        "dry_run": ("'dry_run' must be true or false", 'e.g. "dry_run": true')}
+    dataset: SkipValidation[str | None] = Field(None, description="Dataset to explore (see ontoos_catalog)")
+    fields: SkipValidation[list[str] | None] = Field(
+        None,
+        description='Columns or aggregates, e.g. ["name", "count()", "sum(cpu_millis) as cpu", "relation.column"]')
+    filter: SkipValidation[str | list[FilterObject] | None] = Field(
+        None,
+        description="A predicate, e.g. \"namespace = 'prod' and replicas > 2\", "
+                    "or a list of {field, op, value} (ANDed)")
+    relations: SkipValidation[list[str] | None] = Field(
+        None, description="Relations to follow (joins), from ontoos_catalog")
+    group_by: SkipValidation[list[str] | None] = Field(
+        None, description="Columns to group by; every plain field must be listed when aggregating")
+    order_by: SkipValidation[list[str] | None] = Field(
+        None, description='Order keys: a column or alias; "-name" or "name desc" for descending')
+    limit: SkipValidation[int | None] = Field(
+        None, description="Most rows to return; lowered to your role's budget with a note")
+    query: SkipValidation[str | None] = Field(
+        None, description="The whole exploration in text form instead of the keys above")
     dry_run: bool = Field(False, description="Return the plan (datasets, limit, cost estimate, notes) instead of rows")
 
 
 class CatalogInput(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
+    refusals: ClassVar[dict[str, tuple[str, str]]] = {
+        "dataset": ("'dataset' must be a string", 'e.g. {"dataset": "workloads"}')}
     dataset: str | None = Field(None, description="Describe this dataset; leave out to list every readable dataset")
 
 
+class QueriesInput(BaseModel):
+    """ontoos_queries takes no arguments."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    refusals: ClassVar[dict[str, tuple[str, str]]] = {}
+
+
 class RunQueryInput(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
+    refusals: ClassVar[dict[str, tuple[str, str]]] = {
+        "id": ("'id' must be a string", 'e.g. {"id": "<a named query id from ontoos_queries>", "params": {}}')}
     id: str = Field(description="Named query id, from ontoos_queries")
-    params: dict[str, Any] = Field(default_factory=dict, description="Parameter values by name")
+    params: SkipValidation[dict[str, Any]] = Field(default_factory=dict, description="Parameter values by name")
 
 
 class Meta(BaseModel):
@@ -114,7 +148,7 @@ TOOLS: dict[str, tuple[str, str, type[BaseModel]]] = {
     "ontoos_queries": (
         "List named queries",
         "List the reviewed named queries you may run, with their parameters. Prefer one when it answers the question.",
-        BaseModel,
+        QueriesInput,
     ),
     "ontoos_run_query": (
         "Run a named query",
@@ -126,7 +160,7 @@ TOOLS: dict[str, tuple[str, str, type[BaseModel]]] = {
 
 
 def input_schema(model: type[BaseModel]) -> dict[str, Any]:
-    if model is BaseModel:
+    if not model.model_fields:
         return {"type": "object", "properties": {}, "additionalProperties": False}
     schema = model.model_json_schema()
     schema.setdefault("additionalProperties", False)
@@ -137,8 +171,15 @@ def output_schema() -> dict[str, Any]:
     return Envelope.model_json_schema()
 
 
-def _unknown_keys(arguments: dict[str, Any], allowed: tuple[str, ...], tool: str) -> None:
-    """Refuse an unknown argument; when one name is close, retry_with is the call with it renamed."""
+def validate(tool: str, model: type[BaseModel], arguments: dict[str, Any]) -> BaseModel:
+    """`arguments` as the tool's input model, or the refusal: an unknown argument first (with
+    did-you-mean, and retry_with the call with it renamed when one name is close), then the first
+    field the model refuses, in the model's order."""
+    try:
+        return model.model_validate(arguments)
+    except ValidationError as e:
+        errors = e.errors(include_url=False)
+    allowed = tuple(model.model_fields)
     unknown = [k for k in arguments if k not in allowed]
     if unknown:
         key = str(unknown[0])
@@ -147,21 +188,77 @@ def _unknown_keys(arguments: dict[str, Any], allowed: tuple[str, ...], tool: str
         if close and close[0] not in arguments and len(unknown) == 1:
             retry = {(close[0] if k == key else k): v for k, v in arguments.items()}
         listing = f"arguments: {', '.join(allowed)}" if allowed else f"{tool} takes no arguments"
-        raise InputError(
-            Codes.INVALID_REQUEST,
-            f"{tool} has no argument '{key[:40]}'",
-            hint=(f"did you mean '{close[0]}'? " if close else "") + listing,
-            retry_with=retry,
-        )
+        raise InputError(Codes.INVALID_REQUEST, f"{tool} has no argument '{key[:40]}'",
+                         hint=(f"did you mean '{close[0]}'? " if close else "") + listing, retry_with=retry)
+    refused = {err["loc"][0] for err in errors if err.get("loc")}
+    for name in allowed:
+        if name in refused:
+            message, hint = model.refusals.get(name) or (f"'{name}' is not valid", f"see the input schema of {tool}")
+            raise InputError(Codes.INVALID_REQUEST, message, hint=hint)
+    raise InputError(Codes.INVALID_REQUEST, "the arguments are not valid", hint=f"see the input schema of {tool}")
+
+
+def _source(name: str, arguments: Any) -> Any:
+    """What the audit records as asked: an exploration's text form as its text, else its JSON form;
+    another tool's call as text."""
+    if name == "ontoos_explore":
+        if not isinstance(arguments, dict):
+            return arguments
+        form = {k: v for k, v in arguments.items() if k != "dry_run"}
+        return form["query"] if list(form) == ["query"] and isinstance(form["query"], str) else form
+    try:
+        return f"{name} {json.dumps(arguments, default=str)[:500]}"
+    except (ValueError, RecursionError):  # a self-referencing or absurdly deep value (in-process)
+        return name
+
+
+Handler = Callable[[BaseModel, dict[str, Any], Principal], Awaitable[Answer]]
 
 
 class Tools:
-    def __init__(self, contract: Contract, explorer: Explorer, registry=None, audit=None) -> None:
+    def __init__(self, contract: Contract, explorer: Explorer, registry=None, audit=None,
+                 limiter: RateLimiter | None = None) -> None:
         self.contract = contract
         self.explorer = explorer
         self.registry = registry
         self.audit = audit  # an AuditWriter, or None (no audit store configured)
-        self.limiter = RateLimiter()
+        self.limiter = limiter or RateLimiter()
+        self.handlers: dict[str, Handler] = {
+            "ontoos_catalog": self._catalog, "ontoos_explore": self._explore,
+            "ontoos_queries": self._queries, "ontoos_run_query": self._run_query}
+
+    # ------------------------------------------------------------ the entry point
+
+    async def call(self, name: str, arguments: Any, principal: Principal | None, surface: str = "mcp", *,
+                   admitted: bool = False) -> Answer:
+        """One tool call on any surface: admitted (rate limit), validated, run, recorded once.
+        `admitted`: the surface has taken this call from the rate limit already (REST, before a body)."""
+        source = _source(name, arguments)
+        answer = None if admitted else self.admit(principal)
+        if answer is None:
+            try:
+                answer = await self._run(name, arguments, principal)
+            except asyncio.CancelledError:
+                self.record(self._refusal(cancelled(surface)), principal, surface, source)
+                raise
+        self.record(answer, principal, surface, source)
+        return answer
+
+    def admit(self, principal: Principal | None) -> Answer | None:
+        """Take one call from the principal's rate limit: None to go ahead, or the refusal."""
+        if principal is None or principal.rate is None:
+            return None
+        wait_s = self.limiter.take(principal)
+        if wait_s <= 0:
+            return None
+        return self._refusal(rate_limited(principal.name, principal.rate.describe(), wait_s))
+
+    def refuse(self, e: ExploreError, principal: Principal | None, surface: str, source: Any = None) -> Answer:
+        """A surface's own refusal of a request before any tool runs (its body, its session): answered
+        and recorded like a call's."""
+        answer = Answer.refusal(e)
+        self.record(answer, principal, surface, source)
+        return answer
 
     def record(self, answer: Answer, principal: Principal | None, surface: str, source: Any) -> None:
         if self.audit is None:
@@ -177,102 +274,53 @@ class Tools:
                 f.name: clean_text(v) for f in dataclasses.fields(event)
                 if isinstance(v := getattr(event, f.name), str)}))
         except Exception:  # the audit must never break an answer
-            import logging
-
             logging.getLogger("ontoos_explore.audit").exception("could not record an event")
 
-    def admit(self, principal: Principal | None) -> Answer | None:
-        """Take one call from the principal's rate limit: None to go ahead, or the refusal."""
-        if principal is None or principal.rate is None:
-            return None
-        wait_s = self.limiter.take(principal)
-        if wait_s <= 0:
-            return None
-        return self._refusal(rate_limited(principal.name, principal.rate.describe(), wait_s))
-
-    async def call(self, name: str, arguments: Any, principal: Principal | None, surface: str = "mcp", *,
-                   admitted: bool = False) -> Answer:
-        """One tool call on any surface: admitted (rate limit), run, recorded. `admitted`: the
-        surface has already taken this call from the rate limit (REST does, before reading a body)."""
-        source = arguments
-        if name == "ontoos_explore" and isinstance(arguments, dict):
-            source = {k: v for k, v in arguments.items() if k != "dry_run"}
-        elif name != "ontoos_explore":
-            try:
-                source = f"{name} {json.dumps(arguments, default=str)[:500]}"
-            except (ValueError, RecursionError):  # a self-referencing or absurdly deep value (in-process)
-                source = name
-        answer = None if admitted else self.admit(principal)
-        if answer is None:
-            try:
-                answer = await self._call(name, arguments, principal)
-            except asyncio.CancelledError:
-                self.record(self._refusal(cancelled(surface)), principal, surface, source)
-                raise
-        self.record(answer, principal, surface, source)
-        return answer
-
-    async def explore(self, source: Any, principal: Principal, surface: str, dry_run: bool = False, *,
-                      admitted: bool = False) -> Answer:
-        """An exploration already parsed by the surface (the REST query string)."""
-        answer = None if admitted else self.admit(principal)
-        if answer is None:
-            try:
-                answer = await self.explorer.explore(source, principal.role, dry_run=dry_run)
-            except asyncio.CancelledError:
-                self.record(self._refusal(cancelled(surface)), principal, surface, source)
-                raise
-        self.record(answer, principal, surface, source)
-        return answer
+    # ------------------------------------------------------------ running one
 
     def _refusal(self, e: ExploreError) -> Answer:
         return Answer.refusal(e, exploration_id=new_id(), contract_hash=self.contract.hash)
 
-    def _ok(self, data: dict[str, Any]) -> dict[str, Any]:
-        return {"ok": True, "data": data, "meta": {"exploration_id": new_id(), "contract_hash": self.contract.hash}}
+    def _ok(self, data: dict[str, Any]) -> Answer:
+        return Answer.success({"ok": True, "data": data,
+                               "meta": {"exploration_id": new_id(), "contract_hash": self.contract.hash}})
 
-    async def _call(self, name: str, arguments: Any, principal: Principal | None) -> Answer:
+    async def _run(self, name: str, arguments: Any, principal: Principal | None) -> Answer:
         """Run one tool for `principal`; every outcome is an envelope."""
         if principal is None:
             return self._refusal(no_token("no valid bearer token"))
-        if not isinstance(arguments, dict):
-            arguments = {} if arguments is None else arguments
+        if arguments is None:
+            arguments = {}
         try:
             if not isinstance(arguments, dict):
                 raise InputError(Codes.INVALID_REQUEST, "arguments must be an object", hint="send a JSON object")
             check_json(arguments, "the arguments")
-            if name == "ontoos_explore":
-                _unknown_keys(arguments, EXPLORE_ARGUMENTS, name)
-                args = dict(arguments)
-                dry_run = args.pop("dry_run", False)
-                if not isinstance(dry_run, bool):
-                    raise InputError(Codes.INVALID_REQUEST, "'dry_run' must be true or false", hint='e.g. "dry_run": true')
-                answer = await self.explorer.explore(args, principal.role, dry_run=dry_run)
-                if dry_run and answer.error is not None and answer.error.retry_with is not None:
-                    # the retry must stay a dry run: sent back unchanged, it must not read rows
-                    answer.error.retry_with = {**answer.error.retry_with, "dry_run": True}
-                    answer.envelope["error"]["retry_with"] = answer.error.retry_with
-                return answer
-            if name == "ontoos_catalog":
-                _unknown_keys(arguments, ("dataset",), name)
-                dataset = arguments.get("dataset")
-                if dataset is None:
-                    return Answer.success(self._ok(list_datasets(self.contract, principal.role)))
-                if not isinstance(dataset, str):
-                    raise InputError(Codes.INVALID_REQUEST, "'dataset' must be a string", hint='e.g. {"dataset": "workloads"}')
-                return Answer.success(self._ok(describe_dataset(self.contract, principal.role, dataset)))
-            if name == "ontoos_queries":
-                _unknown_keys(arguments, (), name)
-                queries = self.registry.visible(principal.role) if self.registry else []
-                return Answer.success(self._ok({"queries": [q.describe() for q in queries]}))
-            if name == "ontoos_run_query":
-                _unknown_keys(arguments, ("id", "params"), name)
-                if not isinstance(arguments.get("id"), str):
-                    raise InputError(Codes.INVALID_REQUEST, "'id' must be a string",
-                                     hint='e.g. {"id": "<a named query id from ontoos_queries>", "params": {}}')
-                if self.registry is None:
-                    raise InputError(Codes.UNKNOWN_QUERY, "there are no named queries", hint="use ontoos_explore")
-                return await self.registry.run(self.explorer, principal.role, arguments.get("id"), arguments.get("params"))
+            if name not in TOOLS:
+                raise InputError(Codes.UNKNOWN_TOOL, f"no tool '{str(name)[:60]}'", hint=f"tools: {', '.join(TOOLS)}")
+            args = validate(name, TOOLS[name][2], arguments)
+            return await self.handlers[name](args, arguments, principal)
         except ExploreError as e:
             return self._refusal(e)
-        return self._refusal(InputError(Codes.UNKNOWN_TOOL, f"no tool '{str(name)[:60]}'", hint=f"tools: {', '.join(TOOLS)}"))
+
+    async def _explore(self, args: ExploreInput, arguments: dict[str, Any], principal: Principal) -> Answer:
+        form = {k: v for k, v in arguments.items() if k != "dry_run"}  # as given: the reader names what is wrong
+        answer = await self.explorer.explore(form, principal.role, dry_run=args.dry_run)
+        if args.dry_run and answer.error is not None and answer.error.retry_with is not None:
+            # the retry must stay a dry run: sent back unchanged, it must not read rows
+            answer.error.retry_with = {**answer.error.retry_with, "dry_run": True}
+            answer.envelope["error"]["retry_with"] = answer.error.retry_with
+        return answer
+
+    async def _catalog(self, args: CatalogInput, arguments: dict[str, Any], principal: Principal) -> Answer:
+        if args.dataset is None:
+            return self._ok(list_datasets(self.contract, principal.role))
+        return self._ok(describe_dataset(self.contract, principal.role, args.dataset))
+
+    async def _queries(self, args: QueriesInput, arguments: dict[str, Any], principal: Principal) -> Answer:
+        queries = self.registry.visible(principal.role) if self.registry else []
+        return self._ok({"queries": [q.describe() for q in queries]})
+
+    async def _run_query(self, args: RunQueryInput, arguments: dict[str, Any], principal: Principal) -> Answer:
+        if self.registry is None:
+            raise InputError(Codes.UNKNOWN_QUERY, "there are no named queries", hint="use ontoos_explore")
+        return await self.registry.run(self.explorer, principal.role, args.id, args.params)

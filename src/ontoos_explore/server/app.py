@@ -1,0 +1,84 @@
+"""Server, HTTP: one Starlette app for MCP (streamable HTTP), the REST API, health and the dashboard.
+
+    /mcp              MCP over streamable HTTP (bearer token)          mcp_http.py
+    /api/v1/explore   POST the JSON form, or GET with a query string   rest.py
+    /api/v1/catalog   GET, ?dataset= to describe one                   rest.py
+    /healthz          liveness, no token                               rest.py
+    /governance...    the reviewers' dashboard (when given)            governance_routes.py
+
+In front of every route: `BodyLimit` (outermost: for open paths too), then
+`BearerAuth` (middleware.py). Every answer is an envelope with the status of
+its row; an exception a route did not catch is answered the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.routing import Route
+
+from ..errors import ExploreError
+from . import bodies
+from .config import Authenticator
+from .limits import AuthFloods
+from .mcp_http import MCPEndpoint
+from .middleware import BearerAuth, BodyLimit
+from .rest import Rest, crash, no_route, refused
+from .tools import Tools
+
+
+def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governance=None,
+              security=None, body_timeout_s: float | None = None, mcp_sessions: int = 64) -> Starlette:
+    """The app; `body_timeout_s` defaults to ONTOOS_BODY_TIMEOUT, else 30 s."""
+    timeout_s = bodies.body_timeout_s(body_timeout_s)
+    rest = Rest(tools, timeout_s)
+    mcp = MCPEndpoint(tools, security, timeout_s, mcp_sessions)
+    floods = auth_floods(tools, authenticator)
+
+    @contextlib.asynccontextmanager
+    async def lifespan_(app):
+        async with contextlib.AsyncExitStack() as stack:
+            if lifespan is not None:
+                await stack.enter_async_context(lifespan(app))
+            if floods is not None:  # exits before the lifespan's: the audit takes the open episodes
+                stack.callback(floods.seal_all)
+            await stack.enter_async_context(mcp.sessions.run())
+            yield
+
+    app = Starlette(
+        routes=[
+            Route("/healthz", rest.healthz, methods=["GET"]),
+            Route("/favicon.ico", rest.favicon, methods=["GET"]),
+            Route("/api/v1/explore", rest.explore, methods=["GET", "POST"]),
+            Route("/api/v1/catalog", rest.catalog, methods=["GET"]),
+            Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
+            *(governance.routes() if governance is not None else []),
+        ],
+        exception_handlers={HTTPException: no_route, ExploreError: refused, Exception: crash},
+        lifespan=lifespan_,
+    )
+
+    def on_refusal(e: ExploreError, path: str) -> None:
+        tools.refuse(e, None, "mcp" if path.startswith("/mcp") else "rest")
+
+    app.add_middleware(BearerAuth, authenticator=authenticator, on_refusal=on_refusal, floods=floods,
+                       open_paths=("/healthz", "/favicon.ico", "/governance/login"))
+    app.add_middleware(BodyLimit, timeout_s=timeout_s)  # outermost: before auth, for open paths too
+    return app
+
+
+def auth_floods(tools: Tools, authenticator: Authenticator) -> AuthFloods | None:
+    """The per-address limit of requests without a valid token, whose episodes the audit records as gaps."""
+    limit = getattr(authenticator, "failure_limit", None)
+    if limit is None:
+        return None
+
+    def unrecorded(n: int, first, last, address: str) -> None:
+        if tools.audit is not None:
+            tools.audit.unrecorded("AUTH_FLOOD", n, first, last,
+                                   f"{n} requests without a valid token from {address} were answered 429 "
+                                   f"(over {limit.describe()}) and not recorded one by one")
+
+    return AuthFloods(limit, unrecorded)

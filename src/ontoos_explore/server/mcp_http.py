@@ -1,0 +1,174 @@
+"""Server, /mcp: MCP over streamable HTTP (the SDK's session manager), with what we check first.
+
+Before the SDK sees a POST, its body is read and checked (`precheck`): size and
+time (`bodies.read_limited`), a JSON Content-Type, strict JSON (no NaN, no
+duplicate keys, no unpaired surrogate), one JSON-RPC message (no batch, an id
+that is a string, an integer or null). An initialize past the principal's open
+sessions (`SessionCaps`) is refused too. Each refusal is recorded once and
+answered as a JSON-RPC error carrying the envelope (`rpc_payload`: the code is
+the row's `rpc`, the status its `status`); the SDK's own plain-text refusals
+(a bad Host, Origin or Accept: its status kept) leave the same way
+(`json_errors`, via `errors.transport_refused`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+
+from ..envelope import Answer
+from ..errors import Codes, ExploreError, InputError, not_json, too_many_sessions, transport_refused
+from ..grammar.forms import loads_strict
+from .bodies import json_media_type, read_limited
+from .limits import SessionCaps
+from .mcp_server import PRINCIPAL_KEY, build_server, http_principal
+from .rest import UNREAD_BODY
+from .tools import Tools
+
+HINTS = {
+    400: "see the MCP streamable HTTP transport: POST one JSON-RPC message with Content-Type: application/json",
+    403: "the Origin header must be this server's own address (DNS-rebinding protection)",
+    421: "the Host header must be this server's own address (DNS-rebinding protection)",
+}
+
+
+def rpc_payload(e: ExploreError | Answer) -> dict[str, Any]:
+    """A JSON-RPC error (code: the row's `rpc`) that carries the envelope, hint included, in `error.data`."""
+    answer = e if isinstance(e, Answer) else Answer.refusal(e)
+    err = answer.envelope["error"]
+    message = err["message"] + (f"; {err['hint']}" if err.get("hint") else "")
+    return {"jsonrpc": "2.0", "id": None, "error": {"code": answer.error.error_code.rpc, "message": message,
+                                                    "data": answer.envelope}}
+
+
+def rpc_response(answer: Answer, status: int | None = None) -> JSONResponse:
+    status = status or answer.status
+    return JSONResponse(rpc_payload(answer), status_code=status,
+                        headers={"Connection": "close"} if status in UNREAD_BODY else None)
+
+
+def loopback_security(host: str, port: int):
+    """DNS-rebinding protection for a server bound to loopback: only its own Host and Origin."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        return None
+    hosts = [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+                                     allowed_origins=[f"http://{h}" for h in hosts])
+
+
+async def precheck(scope, receive, timeout_s: float):
+    """Read and check a POST /mcp body before the SDK does. -> (a receive replaying it, None) or
+    (receive, the refusal)."""
+    headers = Headers(scope=scope)
+    content_type = headers.get("content-type", "")
+    try:
+        if not content_type or not json_media_type(content_type):
+            raise not_json(content_type or "nothing")
+        body = await read_limited(receive, headers.get("content-length"), timeout_s)
+        try:
+            message = loads_strict(body)
+        except ExploreError as e:
+            e.hint = "send one JSON-RPC 2.0 message: a UTF-8 JSON object, without NaN or duplicate keys"
+            raise
+        one_message(message)
+    except ExploreError as e:
+        return receive, e
+    sent = False
+
+    async def replay():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay, None
+
+
+def one_message(message: Any) -> None:
+    """One JSON-RPC message, as the SDK's parser needs it (it would refuse these with a bare "Parse error")."""
+    if not isinstance(message, dict):
+        raise InputError(Codes.NOT_JSON_RPC, "the body must be one JSON-RPC message (an object)",
+                         hint="send one request per POST; batches are not supported")
+    if isinstance(ident := message.get("id"), bool) or not isinstance(ident, (str, int, type(None))):
+        raise InputError(Codes.NOT_JSON_RPC, "a JSON-RPC id must be a string or an integer", hint='e.g. "id": 1')
+    try:
+        json.dumps(message, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(Codes.JSON_UNREADABLE,
+                         "the message has an unpaired surrogate escape (\\ud800-\\udfff) in a string",
+                         hint="JSON text must be valid Unicode: pair the surrogates, or remove the escape") from None
+
+
+def json_errors(send):
+    """Wrap an ASGI `send` so that an error the MCP SDK answers in plain text (a bad Host or Origin,
+    a bad Content-Type) leaves as a JSON-RPC error with the envelope, with the SDK's status."""
+    held: dict[str, Any] | None = None
+    chunks: list[bytes] = []
+
+    async def wrapped(message):
+        nonlocal held
+        if message["type"] == "http.response.start":
+            ctype = dict(message.get("headers") or []).get(b"content-type", b"")
+            if message["status"] >= 400 and not ctype.startswith(b"application/json"):
+                held = message
+                return
+        elif held is not None and message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+            if message.get("more_body", False):
+                return
+            status = held["status"]
+            text = b"".join(chunks).decode("utf-8", "replace").strip() or f"refused ({status})"
+            body = json.dumps(rpc_payload(transport_refused(text, HINTS.get(status, HINTS[400])))).encode("utf-8")
+            headers = [(k, v) for k, v in held.get("headers") or []
+                       if k.lower() not in (b"content-type", b"content-length")]
+            headers += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await send(message)
+
+    return wrapped
+
+
+class MCPEndpoint:
+    """/mcp as an ASGI app (a Route endpoint: /mcp exactly, no redirect). `sessions.run()` must be
+    entered by the app's lifespan."""
+
+    def __init__(self, tools: Tools, security=None, body_timeout_s: float = 30.0, mcp_sessions: int = 64) -> None:
+        self.tools = tools
+        self.body_timeout_s = body_timeout_s
+        self.sessions = StreamableHTTPSessionManager(app=build_server(tools, http_principal),
+                                                     security_settings=security)
+        # the SDK keeps its sessions in a private table; without it (another SDK), nothing is counted
+        instances = getattr(self.sessions, "_server_instances", None)
+        self.caps = SessionCaps(mcp_sessions, (lambda sid: sid in instances) if isinstance(instances, dict) else
+                                (lambda sid: False))
+
+    async def __call__(self, scope, receive, send):
+        principal = scope.get(PRINCIPAL_KEY)
+        if scope["method"] == "POST":
+            receive, refused = await precheck(scope, receive, self.body_timeout_s)
+            if refused is not None:
+                return await rpc_response(self.tools.refuse(refused, principal, "mcp"))(scope, receive, send)
+            if principal is not None and "mcp-session-id" not in Headers(scope=scope):
+                if held := self.caps.full(principal.name):  # a request that would open one more session
+                    answer = self.tools.refuse(too_many_sessions(principal.name, held), principal, "mcp")
+                    return await rpc_response(answer)(scope, receive, send)
+                send = self._noting_session(send, principal.name)
+        await self.sessions.handle_request(scope, receive, json_errors(send))
+
+    def _noting_session(self, send, principal: str):
+        async def noting(message):
+            if message["type"] == "http.response.start":
+                for k, v in message.get("headers") or []:
+                    if k.lower() == b"mcp-session-id":
+                        self.caps.opened(principal, v.decode("latin-1"))
+            await send(message)
+        return noting

@@ -1,0 +1,70 @@
+"""Server, the REST API's GET form: a query string -> the tool's arguments (the JSON form).
+
+    explore_arguments(request.query_params)   # {"dataset": ..., "fields": [...], ..., "dry_run": True}
+    catalog_arguments(request.query_params)   # {} or {"dataset": ...}
+
+Single-valued keys once, list keys repeatable and split on top-level commas,
+a filter as a CLI flag (`k=v` takes the rest as the value; anything else is a
+predicate). The flags are read by `grammar.forms.from_flags` and written back
+as the JSON form (`grammar.render.to_json_form`), so a GET asks exactly what
+the same POST asks, through the same `Tools.call`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from starlette.datastructures import QueryParams
+
+from ..errors import Codes, InputError
+from ..grammar.forms import from_flags
+from ..grammar.render import to_json_form
+
+SINGLE = ("dataset", "limit", "dry_run", "query")
+MULTI = ("fields", "filter", "relation", "group_by", "order_by")
+TRUE, FALSE = ("1", "true", "yes"), ("0", "false", "no")
+INTEGER = re.compile(r"[+-]?[0-9]{1,4000}")  # ASCII digits only: int() would also take "５" or "1_0"
+
+
+def explore_arguments(params: QueryParams) -> dict[str, Any]:
+    """ontoos_explore's arguments from the GET form; InputError (EX102, or the flags' own) if unreadable."""
+    for key in params.keys():
+        if key not in SINGLE + MULTI:
+            raise InputError(Codes.INVALID_REQUEST, f"unknown query parameter '{key[:40]}'",
+                             hint=f"parameters: {', '.join(SINGLE + MULTI)}")
+    for key in SINGLE:
+        if len(params.getlist(key)) > 1:
+            raise InputError(Codes.INVALID_REQUEST, f"'{key}' is given more than once", hint=f"give '{key}' once")
+    dry_run = params.get("dry_run", "false").strip().lower()
+    if dry_run not in TRUE + FALSE:
+        raise InputError(Codes.INVALID_REQUEST, "'dry_run' must be true or false", hint="e.g. dry_run=true")
+    flag = {"dry_run": True} if dry_run in TRUE else {}
+    if "query" in params:
+        others = [k for k in params.keys() if k not in ("query", "dry_run")]
+        if others:  # as the JSON form: one or the other, never a text silently winning over flags
+            raise InputError(Codes.INVALID_REQUEST, f"'query' cannot be combined with '{others[0]}'",
+                             hint="put the whole exploration in the text of 'query', or leave 'query' out")
+        return {"query": params["query"], **flag}
+    if "dataset" not in params:
+        raise InputError(Codes.INVALID_REQUEST, "'dataset' is required",
+                         hint="e.g. /api/v1/explore?dataset=workloads&fields=name,namespace&filter=namespace=prod")
+    limit = params.get("limit")
+    if limit is not None:
+        if not INTEGER.fullmatch(limit.strip()):
+            raise InputError(Codes.INVALID_REQUEST, "'limit' must be an integer", hint="e.g. limit=20")
+        limit = int(limit)
+    exploration = from_flags(params["dataset"], params.getlist("fields"), params.getlist("filter"),
+                             params.getlist("relation"), params.getlist("group_by"), params.getlist("order_by"), limit)
+    return {**to_json_form(exploration), **flag}
+
+
+def catalog_arguments(params: QueryParams) -> dict[str, Any]:
+    """ontoos_catalog's arguments from the GET form: nothing, or one dataset."""
+    for key in params.keys():
+        if key != "dataset":
+            raise InputError(Codes.INVALID_REQUEST, f"unknown query parameter '{key[:40]}'",
+                             hint="the catalog takes one parameter, dataset, e.g. /api/v1/catalog?dataset=workloads")
+    if len(params.getlist("dataset")) > 1:
+        raise InputError(Codes.INVALID_REQUEST, "'dataset' is given more than once", hint="give 'dataset' once")
+    return {"dataset": params["dataset"]} if "dataset" in params else {}

@@ -1,0 +1,142 @@
+"""Server, the REST API: its endpoints, and an `Answer` as an HTTP response.
+
+    POST /api/v1/explore   the JSON form (bodies.read_json_object)
+    GET  /api/v1/explore   the same question as a query string (query_string.explore_arguments)
+    GET  /api/v1/catalog   ?dataset= to describe one
+    GET  /healthz          liveness, no token
+    GET  /favicon.ico      204, so a browser's own fetch is not a refusal to audit
+
+A call takes one from the caller's rate limit first (before a body is read),
+then reads its arguments, then goes through `Tools.call`, watching for the
+client to leave (`unless_gone`: the exploration is cancelled, its query with
+it). A refusal of the request itself is recorded once (`Tools.refuse`).
+
+`answer_response` is the only translation: the envelope as JSON, the status
+of its row, `Retry-After` from `meta.retry_after_s`, `WWW-Authenticate` on a
+401, `Connection: close` when the body was not read (408, 413, 499).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ..envelope import Answer
+from ..errors import CLIENT_CLOSED, ExploreError, InternalError, cancelled, not_a_route
+from .bodies import body_timeout_s, read_json_object
+from .mcp_server import PRINCIPAL_KEY
+from .query_string import catalog_arguments, explore_arguments
+from .tools import Tools
+
+log = logging.getLogger("ontoos_explore.http")
+
+UNREAD_BODY = (408, 413, CLIENT_CLOSED)  # answered before the body was read: the connection cannot be reused
+ROUTES = "POST/GET /api/v1/explore, GET /api/v1/catalog, /mcp, /governance, /healthz"
+
+
+def answer_response(answer: Answer, headers: dict[str, str] | None = None) -> JSONResponse:
+    """An `Answer` over HTTP: its envelope (presentable already) with the status of its row."""
+    status = answer.status
+    headers = dict(headers or {})
+    if status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="ontoos-explore"'
+    if status == 429:
+        headers["Retry-After"] = str(answer.envelope.get("meta", {}).get("retry_after_s") or 1)
+    if status in UNREAD_BODY:
+        headers["Connection"] = "close"
+    return JSONResponse(answer.envelope, status_code=status, headers=headers or None)
+
+
+async def unless_gone(request: Request, work: Awaitable[Answer]) -> Answer | None:
+    """Await `work`, unless the client disconnects first: then cancel it (the executor cancels its
+    query on the server; `Tools.call` records the call as CANCELLED) and answer None. Starlette
+    does not cancel a handler on disconnect, so the ASGI channel is watched here."""
+    task = asyncio.ensure_future(work)
+
+    async def gone() -> None:
+        try:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+        except Exception:  # a channel that cannot be watched: wait for the work alone
+            await asyncio.Event().wait()
+
+    watcher = asyncio.ensure_future(gone())
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not task.done():  # the client left (or this handler itself was cancelled): stop the work
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    return None if task.cancelled() else task.result()
+
+
+class Rest:
+    """The REST endpoints over one `Tools`."""
+
+    def __init__(self, tools: Tools, body_timeout: float | None = None) -> None:
+        self.tools = tools
+        self.body_timeout_s = body_timeout_s(body_timeout)
+
+    async def call(self, request: Request, tool: str, read: Callable[[], Awaitable[dict[str, Any]]]) -> JSONResponse:
+        """One REST call: the rate limit, then `read` the arguments, then the tool, unless the client leaves."""
+        principal = request.scope[PRINCIPAL_KEY]
+        refused = self.tools.admit(principal)
+        if refused is not None:
+            self.tools.record(refused, principal, "rest", None)
+            return answer_response(refused)
+        try:
+            arguments = await read()
+        except ExploreError as e:
+            return answer_response(self.tools.refuse(e, principal, "rest", str(request.url.query)[:2000] or None))
+        answer = await unless_gone(request, self.tools.call(tool, arguments, principal, "rest", admitted=True))
+        return answer_response(answer if answer is not None else Answer.refusal(cancelled("rest")))
+
+    async def explore(self, request: Request) -> JSONResponse:
+        async def read() -> dict[str, Any]:
+            if request.method == "POST":
+                return await read_json_object(request, self.body_timeout_s)
+            return explore_arguments(request.query_params)
+
+        return await self.call(request, "ontoos_explore", read)
+
+    async def catalog(self, request: Request) -> JSONResponse:
+        async def read() -> dict[str, Any]:
+            return catalog_arguments(request.query_params)
+
+        return await self.call(request, "ontoos_catalog", read)
+
+    async def healthz(self, request: Request) -> JSONResponse:
+        return JSONResponse({"ok": True, "contract_hash": self.tools.contract.hash})
+
+    async def favicon(self, request: Request) -> Response:
+        return Response(status_code=204)
+
+
+# ---------------------------------------------------------------- the app's exception handlers
+
+
+async def no_route(request: Request, exc: HTTPException) -> JSONResponse:
+    """Starlette's 404 and 405 (its Allow header kept), as envelopes."""
+    e = not_a_route(request.method, request.url.path, exc.detail, exc.status_code, ROUTES)
+    return answer_response(Answer.refusal(e), dict(getattr(exc, "headers", None) or {}))
+
+
+async def refused(request: Request, exc: ExploreError) -> JSONResponse:
+    """A refusal a route did not catch (e.g. BodyLimit's, from inside a form read): its envelope."""
+    return answer_response(Answer.refusal(exc))
+
+
+async def crash(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error on %s", request.url.path)
+    return answer_response(Answer.refusal(InternalError(reason="UNEXPECTED")))
