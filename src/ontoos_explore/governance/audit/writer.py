@@ -1,265 +1,30 @@
-"""Governance, audit: every request -> one Event -> a queue -> batched into PostgreSQL.
+"""Governance, audit writer: events -> a bounded queue -> idempotent COPY batches, in the background.
 
-Events go to the schema `ontoos_audit` (the exploration database by default,
-or `ONTOOS_AUDIT_DSN`). Recording never touches the database on the caller's
-path: `AuditWriter.record()` only enqueues; a background task writes batches
-(one COPY per batch) every `interval` seconds or `batch` events, keeps them
-queued while the store is down, and `close()` flushes whatever is queued on a
-clean shutdown. The service answers whether or not the store is up (the service stays
-up; the audit is how reviewers see what happened, not a gate).
-
-Every event is accounted for, never lost silently:
-
-    recorded == written + queued + dropped + rejected (+ lost, after close)
-
-- `queued`: waiting in memory; bounded by `queue_max` events and
-  `queue_max_bytes` (an estimate of the events' text).
-- `dropped`: the queue was full when the event was recorded (a long outage of
-  the store): the newest events are dropped, counted, logged once per episode,
-  and the episode is written to `ontoos_audit.gaps` (QUEUE_FULL, how many,
-  first and last drop) as soon as the store takes writes again.
-- `rejected`: the store refused the event itself (not the batch: a failing
-  batch is split until the event at fault is found, and the others are
-  written); counted, logged, and written to `ontoos_audit.gaps` (REJECTED).
-  Text that PostgreSQL cannot store (NUL, unpaired surrogates) is escaped
-  first, so a hostile input cannot stop the trail.
-- `lost`: still queued when `close()` gave up (the store was down at
-  shutdown), or on a crash: logged, and the README says so.
-
-Requests the HTTP layer answers 429 for having no valid token past the
-per-address limit are never recorded one by one: `unrecorded()` writes one
-AUTH_FLOOD gap per episode (how many, from where, first and last).
-
-Writes are idempotent (COPY into a temporary table, then INSERT ... ON
-CONFLICT (id) DO NOTHING): a batch whose commit succeeded but whose answer
-was lost is retried without a duplicate and without failing forever.
+`record()` never waits for the database and never raises; what it cannot
+keep is counted and written as a gap (the package docstring says how).
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import json
 import logging
 import os
 import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from ..compiler.fingerprint import of_shape
-from ..contract import Contract
-from ..grammar.render import to_text
-from ..ir import Exploration
-from ..names import fold
-from ..errors import ExploreError
-from ..envelope import Answer, clean_text, new_id
+from ...envelope import new_id
+from .events import Event, Gap
+from .tables import BATCH_TABLE, ensure_schema, write_gaps, write_idempotent
 
 log = logging.getLogger("ontoos_explore.audit")
-
-SCHEMA = """
-CREATE SCHEMA IF NOT EXISTS ontoos_audit;
-CREATE TABLE IF NOT EXISTS ontoos_audit.events (
-  id            text PRIMARY KEY,
-  at            timestamptz NOT NULL,
-  principal     text NOT NULL,
-  role          text,
-  surface       text NOT NULL,
-  dataset       text,
-  exploration   text,
-  fingerprint   text,
-  outcome       text NOT NULL CHECK (outcome IN ('ok', 'refused', 'failed')),
-  error_type    text,
-  error_subtype text,
-  error_code    text,
-  reason        text,
-  column_name   text,
-  message       text,
-  hint          text,
-  rows          integer,
-  truncated     boolean,
-  elapsed_ms    double precision
-);
-CREATE INDEX IF NOT EXISTS events_at ON ontoos_audit.events (at);
-CREATE INDEX IF NOT EXISTS events_fingerprint ON ontoos_audit.events (fingerprint, outcome);
-CREATE TABLE IF NOT EXISTS ontoos_audit.gaps (
-  id        text PRIMARY KEY,
-  at        timestamptz NOT NULL,
-  reason    text NOT NULL CONSTRAINT gaps_reason_check CHECK (reason IN ('QUEUE_FULL', 'REJECTED', 'AUTH_FLOOD')),
-  events    integer NOT NULL,
-  first_at  timestamptz,
-  last_at   timestamptz,
-  writer    text,
-  detail    text
-);
--- a store made before AUTH_FLOOD: its check widened once
-DO $$ BEGIN
-  IF EXISTS (SELECT 1 FROM pg_catalog.pg_constraint WHERE conname = 'gaps_reason_check'
-             AND conrelid = 'ontoos_audit.gaps'::regclass
-             AND pg_catalog.pg_get_constraintdef(oid) NOT LIKE '%AUTH_FLOOD%') THEN
-    ALTER TABLE ontoos_audit.gaps DROP CONSTRAINT gaps_reason_check;
-    ALTER TABLE ontoos_audit.gaps ADD CONSTRAINT gaps_reason_check
-      CHECK (reason IN ('QUEUE_FULL', 'REJECTED', 'AUTH_FLOOD'));
-  END IF;
-END $$;
-"""
-COLUMNS = ("id", "at", "principal", "role", "surface", "dataset", "exploration", "fingerprint", "outcome",
-           "error_type", "error_subtype", "error_code", "reason", "column_name", "message", "hint", "rows",
-           "truncated", "elapsed_ms")
-TEXT_COLUMNS = tuple(c for c in COLUMNS if c not in ("at", "rows", "truncated", "elapsed_ms"))
-COPY = f"COPY ontoos_audit.events ({', '.join(COLUMNS)}) FROM STDIN"
-BATCH_TABLE = "ontoos_audit_batch"  # per connection, temporary: the idempotent write goes through it
-COPY_BATCH = f"COPY {BATCH_TABLE} ({', '.join(COLUMNS)}) FROM STDIN"
-INSERT_BATCH = (f"INSERT INTO ontoos_audit.events ({', '.join(COLUMNS)}) SELECT {', '.join(COLUMNS)} "
-                f"FROM {BATCH_TABLE} ON CONFLICT (id) DO NOTHING")
-GAP_COLUMNS = ("id", "at", "reason", "events", "first_at", "last_at", "writer", "detail")
-INSERT_GAP = (f"INSERT INTO ontoos_audit.gaps ({', '.join(GAP_COLUMNS)}) VALUES ({', '.join(['%s'] * len(GAP_COLUMNS))}) "
-              "ON CONFLICT (id) DO NOTHING")
-MAX_TEXT = 4000
-EVENT_OVERHEAD = 600  # bytes of an Event beyond its text (object, datetime, numbers), for the queue's byte bound
-
-
-def _stored(value: Any) -> Any:
-    """A value PostgreSQL can store: text `clean_text`ed, at most MAX_TEXT characters."""
-    return clean_text(value, MAX_TEXT) if isinstance(value, str) else value
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    id: str
-    at: dt.datetime
-    principal: str
-    role: str | None
-    surface: str
-    dataset: str | None = None
-    exploration: str | None = None
-    fingerprint: str | None = None
-    outcome: str = "ok"
-    error_type: str | None = None
-    error_subtype: str | None = None
-    error_code: str | None = None
-    reason: str | None = None
-    column_name: str | None = None
-    message: str | None = None
-    hint: str | None = None
-    rows: int | None = None
-    truncated: bool | None = None
-    elapsed_ms: float | None = None
-
-    def row(self) -> tuple:
-        return tuple(_stored(getattr(self, c)) for c in COLUMNS)
-
-    def size(self) -> int:
-        """An estimate of the memory the event holds while queued, in bytes."""
-        n = EVENT_OVERHEAD
-        for c in TEXT_COLUMNS:
-            v = getattr(self, c)
-            if v:
-                n += len(v) if v.isascii() else 4 * len(v)
-        return n
-
-
-@dataclass(frozen=True, slots=True)
-class Gap:
-    """Events the trail does not hold, and why: a row of `ontoos_audit.gaps`."""
-
-    id: str
-    at: dt.datetime
-    reason: str  # QUEUE_FULL | REJECTED | AUTH_FLOOD
-    events: int
-    first_at: dt.datetime | None
-    last_at: dt.datetime | None
-    writer: str
-    detail: str
-
-    def row(self) -> tuple:
-        return tuple(_stored(getattr(self, c)) for c in GAP_COLUMNS)
-
-
-def _described(e: Exploration, contract: Contract) -> tuple[str, str, str]:
-    """(dataset, text, fingerprint) of an exploration that parsed but was refused: its contract dataset
-    name when it has one, its text form, and its shape hashed by the compiler's one scheme."""
-    ds = contract.dataset(e.dataset.value)
-    shape = fold(to_text(e, literal=lambda _: "?", with_limit=False))
-    return (ds.name if ds is not None else e.dataset.value), to_text(e)[:MAX_TEXT], of_shape(shape)
-
-
-def _raw(source: Any) -> str:
-    """What was asked, as text, when it did not parse: recorded as it came (never parsed again)."""
-    if isinstance(source, str):
-        return source[:MAX_TEXT]
-    try:
-        return json.dumps(source, default=str, ensure_ascii=False)[:MAX_TEXT]
-    except (ValueError, RecursionError):  # a self-referencing or absurdly deep value (in-process)
-        return str(type(source).__name__)
-
-
-def event_for(answer: Answer, *, principal: str | None, role: str | None, surface: str, source: Any,
-              contract: Contract) -> Event:
-    now = dt.datetime.now(dt.timezone.utc)
-    env = answer.envelope
-    q = answer.compiled
-    if answer.ok:
-        meta = env.get("meta", {})
-        return Event(
-            id=meta.get("exploration_id") or new_id(), at=now, principal=principal or "anonymous", role=role,
-            surface=surface, dataset=q.datasets[0] if q and q.datasets else None,
-            exploration=(q.normalized if q else None), fingerprint=(q.fingerprint if q else None), outcome="ok",
-            rows=meta.get("rows"), truncated=meta.get("truncated"), elapsed_ms=meta.get("elapsed_ms"),
-        )
-    err: ExploreError = answer.error
-    if q is not None:
-        dataset, text, fingerprint = q.datasets[0], q.normalized, q.fingerprint
-    elif answer.exploration is not None:
-        dataset, text, fingerprint = _described(answer.exploration, contract)
-    elif source is not None:
-        dataset, text, fingerprint = None, _raw(source), None
-    else:
-        dataset = text = fingerprint = None
-    return Event(
-        id=env.get("meta", {}).get("exploration_id") or new_id(), at=now, principal=principal or "anonymous",
-        role=role, surface=surface, dataset=dataset, exploration=text, fingerprint=fingerprint,
-        outcome="refused" if err.type in ("validation", "policy", "auth") else "failed",
-        error_type=err.type, error_subtype=err.subtype, error_code=err.code, reason=err.reason,
-        column_name=(err.detail or {}).get("column"), message=err.message[:MAX_TEXT],
-        hint=(err.hint or "")[:MAX_TEXT] or None,
-    )
-
-
-def ensure_schema(conn: psycopg.Connection) -> None:
-    with conn.transaction():
-        conn.execute(SCHEMA)
-
-
-def write(conn: psycopg.Connection, events: list[Event]) -> None:
-    """One COPY of the events, in one transaction (the CLI's and the tests' path)."""
-    with conn.transaction():
-        with conn.cursor() as cur, cur.copy(COPY) as copy:
-            for e in events:
-                copy.write_row(e.row())
-
-
-def write_idempotent(conn: psycopg.Connection, events: list[Event]) -> int:
-    """COPY into the connection's temporary batch table, then insert what is not there yet.
-
-    Returns the rows inserted (fewer than the events when a retried batch had
-    been committed already). The connection must come from `AuditWriter._connect`."""
-    with conn.transaction(), conn.cursor() as cur:
-        with cur.copy(COPY_BATCH) as copy:
-            for e in events:
-                copy.write_row(e.row())
-        cur.execute(INSERT_BATCH)
-        return cur.rowcount
-
-
-def write_gaps(conn: psycopg.Connection, gaps: list[Gap]) -> None:
-    with conn.transaction(), conn.cursor() as cur:
-        cur.executemany(INSERT_GAP, [g.row() for g in gaps])
 
 
 def _store_down(e: BaseException, conn: psycopg.Connection | None) -> bool:
@@ -574,14 +339,3 @@ class AuditWriter:
             log.error("audit: the gap record of %d dropped or rejected events could not be written", unwritten)
 
 
-def record_sync(dsn: str, events: list[Event]) -> None:
-    """For one-shot surfaces (the CLI): write now, at the end of the command."""
-    with psycopg.connect(dsn, connect_timeout=5) as conn:
-        ensure_schema(conn)
-        write(conn, events)
-
-
-def as_dict(e: Event) -> dict[str, Any]:
-    d = asdict(e)
-    d["at"] = e.at.isoformat()
-    return d
