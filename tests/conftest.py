@@ -60,16 +60,15 @@ def anyio_backend():
 
 
 @pytest.fixture(scope="session")
-def pg_dsn(tmp_path_factory, demo):
-    """A PostgreSQL with the demo lakehouse and the demo contract's grants.
-
-    ONTOOS_TEST_DSN if set (its schema `lake` is replaced), else an embedded
-    pgserver in a fresh directory, stopped at the end of the session."""
+def _pg(tmp_path_factory, demo):
+    """(dsn, the embedded server or None): ONTOOS_TEST_DSN if set (its schema `lake` is replaced),
+    else an embedded pgserver in a fresh directory (one per xdist worker: tmp_path_factory's base
+    is the worker's own), stopped at the end of the session."""
     import psycopg
 
     from ontoos_explore.engine import demo_data, embedded, grants
 
-    dsn = os.environ.get("ONTOOS_TEST_DSN")
+    dsn, server = os.environ.get("ONTOOS_TEST_DSN"), None
     if not dsn:
         server = embedded.start(tmp_path_factory.mktemp("pg"))
         dsn = embedded.dsn_of(server)
@@ -77,7 +76,31 @@ def pg_dsn(tmp_path_factory, demo):
         demo_data.ensure(conn, scale=DEMO_SCALE, seed=DEMO_SEED)
     with psycopg.connect(dsn) as conn:
         grants.apply(conn, demo, "ontoos_q_")
-    return dsn
+    return dsn, server
+
+
+@pytest.fixture(scope="session")
+def pg_dsn(_pg) -> str:
+    """A PostgreSQL with the demo lakehouse and the demo contract's grants."""
+    return _pg[0]
+
+
+@pytest.fixture(scope="session")
+def pg_log(_pg):
+    """pg_log() -> a mark; pg_log(mark) -> what the test PostgreSQL logged since (what stopped a
+    statement: a cancel, a timeout), or None when the server is not ours (ONTOOS_TEST_DSN)."""
+    server = _pg[1]
+
+    def read(mark: int | None = None) -> int | str | None:
+        if server is None:
+            return None
+        if mark is None:
+            return server.log.stat().st_size
+        with open(server.log, "rb") as f:
+            f.seek(mark)
+            return f.read().decode("utf-8", "replace")
+
+    return read
 
 
 @contextlib.asynccontextmanager

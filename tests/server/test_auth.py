@@ -42,7 +42,7 @@ ROUTES = {
 def server(pg_dsn, tmp_path_factory):
     srv = start_hostile_server("auth", pg_dsn, tmp_path_factory.mktemp("auth-server"))
     yield srv
-    srv.stop()
+    srv.stop_cleanly()
 
 
 def assert_401(r) -> dict:

@@ -7,8 +7,10 @@ hostile in it) and over `ontoos serve --stdio`, and as `ontoos explore --json`. 
 `http` case is one request. Every answer must be the expected refusal (a
 well-formed envelope with a hint, the right status and code) or the expected
 success, within a timeout; no answer may carry a traceback, SQL, a server path, the
-DSN or a secret value; the server must log no traceback; and the audit trail must
-keep taking events after all of it.
+DSN or a secret value; the server must log no traceback (checked when its fixture
+stops it); and the audit trail must take the hostile requests and keep taking
+events after them (a test of its own, on its own requests: no test here needs
+another to have run first).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +68,7 @@ def no_leak(text: str) -> None:
 def server(pg_dsn, tmp_path_factory):
     srv = start_hostile_server("hostile", pg_dsn, tmp_path_factory.mktemp("hostile-server"))
     yield srv
-    srv.stop()
+    srv.stop_cleanly()
 
 
 # ================================================================ the json cases, REST
@@ -340,17 +343,15 @@ def test_malformed_http_is_refused_before_the_app(server, what):
 
 @pytest.mark.parametrize("path", ["/api/v1/explore", "/mcp"])
 def test_a_body_that_never_arrives_is_408(server, path):
-    """Content-Length promises 100 bytes, 2 arrive, the connection stays open: 408 after the body timeout."""
-    started = time.monotonic()
+    """Content-Length promises 100 bytes, 2 arrive, the connection stays open: 408 after the body timeout
+    (the message names it; a server that kept waiting would leave the socket to its own 12 s timeout)."""
     head = (f"POST {path} HTTP/1.1\r\n".encode() + _auth(server)
             + b"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
             + b"Content-Length: 100\r\n\r\n{}")
     reply = raw_exchange(server, head, timeout=BODY_TIMEOUT_S + 10)
-    elapsed = time.monotonic() - started
     status, headers, body = _header(reply)
     assert status == 408, reply[:500]
     assert headers.get("connection") == "close"  # the rest of the body must not be read as a next request
-    assert BODY_TIMEOUT_S - 0.5 < elapsed < BODY_TIMEOUT_S + 3, elapsed
     message = json.loads(body)
     if path == "/mcp":
         assert message["error"]["code"] == -32600
@@ -365,7 +366,6 @@ def test_a_body_dripped_byte_by_byte_is_408(server):
     body = b'{"dataset": "workloads", "fields": ["name"]}'
     head = (b"POST /api/v1/explore HTTP/1.1\r\n" + _auth(server) + b"Content-Type: application/json\r\n"
             + f"Content-Length: {len(body)}\r\n\r\n".encode())
-    started = time.monotonic()
     with socket.create_connection((server.host, server.port), timeout=BODY_TIMEOUT_S + 10) as s:
         s.sendall(head)
         reply = b""
@@ -389,9 +389,8 @@ def test_a_body_dripped_byte_by_byte_is_408(server):
         except OSError:
             pass
     status, _, answer = _header(reply)
-    assert status == 408, reply[:300]
-    assert time.monotonic() - started < BODY_TIMEOUT_S + 4
-    assert_envelope(json.loads(answer), "EX102")
+    assert status == 408, reply[:300]  # a server that read the whole body would have answered it (400 or 200)
+    assert_envelope(json.loads(answer), "EX102", "did not arrive")
 
 
 def _rss_kib(pid: int) -> int:
@@ -432,9 +431,8 @@ def test_the_dashboard_login_form_is_bounded_too(server):
         assert_envelope(json.loads(body), "EX408")
     assert _rss_kib(server.proc.pid) - before < 20 * 1024
     # slow: a 408 after the body timeout, not a connection held open
-    started = time.monotonic()
     status, _, body = _header(raw_exchange(server, head + b"Content-Length: 100\r\n\r\ntoken=", timeout=BODY_TIMEOUT_S + 10))
-    assert status == 408 and time.monotonic() - started < BODY_TIMEOUT_S + 3
+    assert status == 408
     assert_envelope(json.loads(body), "EX102", "did not arrive")
     # and a form of a normal size is still read: a wrong token is the login page's own 401
     r = request(server, "POST", "/governance/login", who=None, body="token=wrong",
@@ -479,31 +477,35 @@ def test_a_refusal_that_echoes_a_lone_surrogate_still_renders():
     assert scrub({"a": ["\udcff", {"\ud800": "ok"}], "n": 1}) == {"a": ["\\udcff", {"\\ud800": "ok"}], "n": 1}
 
 
-# ================================================================ the audit kept up, nothing logged (keep last)
+# ================================================================ the audit takes hostile text, and keeps going
+
+UNSTORABLE = [c for c in CASES["json"] if c["expect"].get("code") == "EX101" and ("\\u0000" in c["body"] or "\\ud" in c["body"])]
 
 
-def test_the_audit_trail_took_every_hostile_request_and_kept_going(server, pg_dsn):
-    """A NUL or a lone surrogate in an audit event once stopped the audit writer for good; after
-    every case above, a fresh request must still reach the audit table, and the hostile ones with it."""
-    marker = f"audit_marker_{int(time.time() * 1000)}"
+def test_the_audit_trail_takes_hostile_requests_and_keeps_going(server):
+    """A NUL or a lone surrogate in an audit event once stopped the audit writer for good. Here the
+    requests carrying them must each be recorded (escaped), and a plain request after them too."""
+    assert len(UNSTORABLE) >= 5, [c["id"] for c in UNSTORABLE]
+    ids = []
+    for case in UNSTORABLE:
+        r = request(server, "POST", "/api/v1/explore", body=case["body"])
+        assert r.status == 400 and r.json["error"]["code"] == "EX101", (case["id"], r.text[:300])
+        ids.append(r.json["meta"]["exploration_id"])
+    marker = f"audit_marker_{uuid.uuid4().hex[:8]}"
     r = request(server, "POST", "/api/v1/explore", body=json.dumps({"dataset": marker, "fields": ["x"]}))
     assert r.status == 400
-    deadline = time.monotonic() + 15
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        while True:
-            found = conn.execute("SELECT count(*) FROM ontoos_audit.events WHERE dataset = %s", (marker,)).fetchone()[0]
-            if found or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        assert found == 1, "the audit writer stopped taking events"
-        hostile = conn.execute(
-            "SELECT count(*) FROM ontoos_audit.events WHERE principal = 'alice' AND error_code = 'EX101' "
-            "AND message LIKE '%cannot be used (U+%'").fetchone()[0]
-    assert hostile >= 5
+    ids.append(r.json["meta"]["exploration_id"])
 
+    def recorded() -> list[str]:
+        with psycopg.connect(server.audit_dsn, autocommit=True) as conn:
+            if conn.execute("SELECT to_regclass('ontoos_audit.events') IS NULL").fetchone()[0]:
+                return []
+            return [i for (i,) in conn.execute("SELECT id FROM ontoos_audit.events WHERE id = ANY(%s)", (ids,))]
 
-def test_the_server_logged_no_traceback(server):
-    rc = server.stop()
-    err = server.stderr()
-    assert "Traceback" not in err, err[-4000:]
-    assert rc in (0, -15), err[-2000:]
+    deadline = time.monotonic() + 60
+    while len(found := recorded()) < len(ids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert sorted(found) == sorted(ids), "the audit writer did not take every request (it stopped, or lost some)"
+    with psycopg.connect(server.audit_dsn, autocommit=True) as conn:
+        messages = [m for (m,) in conn.execute("SELECT message FROM ontoos_audit.events WHERE id = ANY(%s)", (ids[:-1],))]
+    assert all("\x00" not in m for m in messages) and sum("cannot be used (U+" in m for m in messages) >= 5, messages

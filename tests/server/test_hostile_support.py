@@ -57,8 +57,12 @@ SLOW_SQL = [
     f"WHERE pg_sleep({SLEEP_PER_ROW_S}) IS NOT NULL",
 ]
 
-SERVER_RATE = {"per_second": 2, "burst": 3}  # the default of every principal without its own
-# principal -> (role, token, its own rate_limit: a dict, False for none, None for the server's)
+# Rate limits refill once in 1,000 minutes (SLOW): a bucket emptied in a test stays empty however
+# slowly the test runs, so no outcome depends on time. Refilling is tested on a fake clock.
+SLOW = 0.001
+SERVER_RATE = {"per_minute": SLOW, "burst": 3}  # the default of every principal without its own
+# principal -> (role, token, its own rate_limit: a dict, False for none, None for the server's);
+# each rate-limited one is used up by one test only (test_rate_limit), so none depends on another
 PRINCIPALS: dict[str, tuple[str, str, Any]] = {
     "alice": ("analyst", "alice-" + secrets.token_hex(16), False),
     "vera": ("viewer", "vera-" + secrets.token_hex(16), False),
@@ -66,9 +70,10 @@ PRINCIPALS: dict[str, tuple[str, str, Any]] = {
     "pat": ("patient", "pat-" + secrets.token_hex(16), False),
     "fuzz": ("analyst", "fuzz-" + secrets.token_hex(16), False),
     "dora": ("analyst", "dora-" + secrets.token_hex(16), None),
-    "tina": ("viewer", "tina-" + secrets.token_hex(16), {"per_minute": 3}),
-    "mia": ("analyst", "mia-" + secrets.token_hex(16), {"per_minute": 2}),
-    "max": ("viewer", "max-" + secrets.token_hex(16), {"per_minute": 3}),
+    "tina": ("viewer", "tina-" + secrets.token_hex(16), {"per_minute": SLOW, "burst": 3}),
+    "mia": ("analyst", "mia-" + secrets.token_hex(16), {"per_minute": SLOW, "burst": 2}),
+    "max": ("viewer", "max-" + secrets.token_hex(16), {"per_minute": SLOW, "burst": 3}),
+    "sam": ("viewer", "sam-" + secrets.token_hex(16), {"per_minute": SLOW, "burst": 3}),
 }
 REVIEWERS = ("rex",)
 

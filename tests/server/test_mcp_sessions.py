@@ -22,7 +22,7 @@ def server(pg_dsn, tmp_path_factory):
     srv = start_hostile_server("mcp-sessions", pg_dsn, tmp_path_factory.mktemp("mcp-sessions"),
                                config_extra={"mcp_sessions": 2})
     yield srv
-    srv.stop()
+    srv.stop_cleanly()
 
 
 def _open(srv, who: str):
