@@ -42,6 +42,7 @@ from .bound import (
     OutputField,
     Param,
 )
+from .plans import always_filters
 from .scope import Binding
 
 # ---------------------------------------------------------------- datasets and relations
@@ -300,9 +301,7 @@ def apply_always_filters(b: Binding) -> None:
     """AND in every dataset's always_filter (hidden columns allowed; callers never see them)."""
     out: list[BPredicate] = []
     for src in b.sources():
-        ds = b.datasets[src.alias]
-        for rule in ds.always_filter:
-            c = ds.column(rule.column)
+        for c, rule in always_filters(b.datasets[src.alias]):
             out.append(_always(Col(src, c.name, c.type), rule))
     b.always = tuple(out)
 

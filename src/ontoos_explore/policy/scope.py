@@ -21,6 +21,7 @@ from ..ir import Exploration, Lit, Name, Ref
 from ..names import did_you_mean, fold
 from ..types import LiteralTypeError, convert
 from .bound import Col, Join, Param, Source
+from .plans import may_read
 
 
 class Binding:
@@ -161,7 +162,7 @@ class Binding:
         src = self._source_of(ref)
         ds = self.datasets[src.alias]
         col = ds.column(ref.column)
-        if col is None or not col.readable:
+        if not may_read(col):
             readable = [c.name for c in ds.readable_columns()]
             hint, single = did_you_mean(ref.column, readable, f"readable columns of {ds.name}")
             written = f"{ref.relation}.{ref.column}" if ref.relation else ref.column
