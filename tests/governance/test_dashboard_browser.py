@@ -14,23 +14,25 @@ agent can run it over MCP. A screenshot is saved to
 tests/governance/artifacts/dashboard.png. The page and its filters also work
 with JavaScript off; a non-reviewer gets a 403 page; no login redirects to
 the login form; the JSON API refuses the analyst's token with a 403 envelope.
+
+Each server writes its audit to a database of its own. The tests that only read
+share one server and its traffic; the two that change the registry (promoting
+a candidate) each start a server of their own with the same traffic, so no test
+sees what another did, in whatever order they run.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import http.client
 import json
 import os
 import re
 import secrets
-import shutil
-import signal
 import subprocess
-import sys
 import time
 import urllib.parse
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,9 +41,8 @@ import psycopg
 import pytest
 import yaml
 
-from tests.conftest import ROOT
-
-from .helpers import free_port, reset_audit
+from tests import serving
+from tests.databases import new_database
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -72,29 +73,20 @@ REPEATED = "explore workloads fields name, replicas where namespace = '{ns}' and
 XSS = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">"
 
 
-def _ontoos() -> str:
-    for candidate in (Path(sys.executable).parent / "ontoos", ROOT / ".venv" / "bin" / "ontoos"):
-        if candidate.exists():
-            return str(candidate)
-    found = shutil.which("ontoos")
-    if not found:
-        pytest.fail("the ontoos console script is not installed")
-    return found
-
-
 @dataclass
-class Server:
-    port: int
-    proc: subprocess.Popen
-    workdir: Path
+class Dashboard:
+    """A running `ontoos serve --http` with the dashboard, its registry file and its own audit."""
+
+    srv: serving.Server
     registry: Path
 
     @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+    def port(self) -> int:
+        return self.srv.port
 
-    def stderr(self) -> str:
-        return (self.workdir / "stderr.log").read_text(encoding="utf-8", errors="replace")
+    @property
+    def base(self) -> str:
+        return self.srv.base
 
 
 @dataclass
@@ -107,7 +99,7 @@ class Resp:
         return json.loads(self.body)
 
 
-def call(srv: Server, method: str, path: str, *, token: str | None = None, body: Any = None,
+def call(srv: Dashboard, method: str, path: str, *, token: str | None = None, body: Any = None,
          headers: dict[str, str] | None = None) -> Resp:
     h = dict(headers or {})
     if token is not None:
@@ -125,63 +117,46 @@ def call(srv: Server, method: str, path: str, *, token: str | None = None, body:
         conn.close()
 
 
-def explore(srv: Server, who: str, body: dict[str, Any]) -> Resp:
+def explore(srv: Dashboard, who: str, body: dict[str, Any]) -> Resp:
     return call(srv, "POST", "/api/v1/explore", token=TOKENS[who], body=body)
 
 
-def explore_get(srv: Server, who: str, params: list[tuple[str, str]]) -> Resp:
+def explore_get(srv: Dashboard, who: str, params: list[tuple[str, str]]) -> Resp:
     return call(srv, "GET", "/api/v1/explore?" + urllib.parse.urlencode(params), token=TOKENS[who])
 
 
-@pytest.fixture(scope="module")
-def server(pg_dsn, tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("governance-server")
+def start_dashboard(pg_dsn: str, workdir: Path) -> Dashboard:
+    workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "server.yaml"
     config.write_text(yaml.safe_dump({"principals": {
         name: {"role": ROLES[name], "token_sha256": hashlib.sha256(TOKENS[name].encode()).hexdigest(),
                **({"reviewer": True} if name == REV else {})} for name in TOKENS}}), encoding="utf-8")
     registry = workdir / "queries.yaml"
     registry.write_text(yaml.safe_dump({"queries": [HAND_WRITTEN]}, sort_keys=False), encoding="utf-8")
-    reset_audit(pg_dsn)
-    port = free_port()
+    port = serving.free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ONTOOS_")}
-    env.update({"ONTOOS_DSN": pg_dsn, "ONTOOS_PROMOTE_USES": "3", "ONTOOS_PROMOTE_PRINCIPALS": "2",
+    env.update({"ONTOOS_DSN": pg_dsn, "ONTOOS_AUDIT_DSN": new_database(pg_dsn, "dashboard"),
+                "ONTOOS_PROMOTE_USES": "3", "ONTOOS_PROMOTE_PRINCIPALS": "2",
                 "ONTOOS_DATA_DIR": str(workdir / "embedded-unused"), "PYTHONUNBUFFERED": "1"})
     with open(workdir / "stdout.log", "wb") as out, open(workdir / "stderr.log", "wb") as err:
-        proc = subprocess.Popen([_ontoos(), "serve", "--http", f"127.0.0.1:{port}", "--config", str(config),
-                                 "--queries", str(registry)], cwd=workdir, env=env, stdout=out, stderr=err,
+        proc = subprocess.Popen([serving.ontoos_executable(), "serve", "--http", f"127.0.0.1:{port}", "--config",
+                                 str(config), "--queries", str(registry)], cwd=workdir, env=env, stdout=out, stderr=err,
                                 stdin=subprocess.DEVNULL)
-    srv = Server(port, proc, workdir, registry)
-    deadline = time.monotonic() + 90
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"the server exited with {proc.returncode}:\n{srv.stderr()}")
-        with contextlib.suppress(OSError):
-            if call(srv, "GET", "/healthz").status == 200:
-                break
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"the server did not answer /healthz in time:\n{srv.stderr()}")
-        time.sleep(0.2)
-    try:
-        yield srv
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+    srv = serving.Server("dashboard", "127.0.0.1", port, proc, workdir, workdir / "stderr.log")
+    return Dashboard(srv.wait_healthy(), registry)
 
 
 EXPECTED_TOTALS = {"requests": 15, "refused": 12, "failed": 0, "principals": 3}
 
 
-@pytest.fixture(scope="module")
-def traffic(server) -> dict[str, Any]:
+def report_of(s: Dashboard) -> dict[str, Any]:
+    r = call(s, "GET", "/api/v1/governance/report", token=TOKENS[REV])
+    assert r.status == 200, r.body
+    return r.json()["data"]
+
+
+def send_traffic(s: Dashboard) -> dict[str, Any]:
     """The known set of requests; returns what the callers saw that the page must show."""
-    s = server
     seen: dict[str, Any] = {}
     # the analyst reaches for three secret columns (one twice, once over GET), makes a syntax error,
     # forgets the heavy dataset's filter, and tries to plant markup in a literal
@@ -215,17 +190,35 @@ def traffic(server) -> dict[str, Any]:
     seen["fingerprint"] = fps.pop()
 
     # wait for the audit to flush: the reviewer's JSON report must reach the known totals
-    deadline = time.monotonic() + 20
-    while True:
-        r = call(s, "GET", "/api/v1/governance/report", token=TOKENS[REV])
-        assert r.status == 200, r.body
-        report = r.json()["data"]
-        if report["totals"] == EXPECTED_TOTALS or time.monotonic() > deadline:
-            break
+    deadline = time.monotonic() + 60
+    while (report := report_of(s))["totals"] != EXPECTED_TOTALS and time.monotonic() < deadline:
         time.sleep(0.1)
     assert report["totals"] == EXPECTED_TOTALS
     seen["report"] = report
     return seen
+
+
+@pytest.fixture(scope="module")
+def server(pg_dsn, tmp_path_factory):
+    """The dashboard the read-only tests share (its clean shutdown is checked at the end)."""
+    dash = start_dashboard(pg_dsn, tmp_path_factory.mktemp("governance-server"))
+    yield dash
+    dash.srv.stop_cleanly()
+
+
+@pytest.fixture(scope="module")
+def traffic(server) -> dict[str, Any]:
+    return send_traffic(server)
+
+
+@pytest.fixture
+def own_server(pg_dsn, tmp_path):
+    """(a dashboard of this test's own, its traffic): for a test that changes the registry."""
+    dash = start_dashboard(pg_dsn, tmp_path / "governance-server")
+    try:
+        yield dash, send_traffic(dash)
+    finally:
+        dash.srv.stop_cleanly()
 
 
 def _kv(rows):
@@ -297,140 +290,137 @@ def _sign_in(page, base: str, token: str) -> None:
     page.click("button[type=submit]")
 
 
-def test_reviewer_dashboard_in_a_real_browser(server, traffic, pg_dsn):
+def _signed_in_as_the_reviewer(page, context, base: str) -> None:
     from playwright.sync_api import expect
 
-    base = server.base
-    fp = traffic["fingerprint"]
-    dialogs: list[str] = []
-    with _playwright() as p:
-        browser = _launch(p)
-        try:
-            context = _context(browser, viewport={"width": 1400, "height": 1000})
-            page = context.new_page()
-            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-            _sign_in(page, base, TOKENS[REV])
-            page.wait_for_url(base + "/governance")
-            expect(page.locator("h1")).to_have_text("Governance")
-            expect(page.locator("body")).to_contain_text(f"Signed in as {REV}")
-            cookie = next(c for c in context.cookies() if c["name"] == "ontoos_token")
-            assert cookie["httpOnly"] is True and cookie["path"] == "/governance"
+    _sign_in(page, base, TOKENS[REV])
+    page.wait_for_url(base + "/governance")
+    expect(page.locator("h1")).to_have_text("Governance")
+    expect(page.locator("body")).to_contain_text(f"Signed in as {REV}")
+    cookie = next(c for c in context.cookies() if c["name"] == "ontoos_token")
+    assert cookie["httpOnly"] is True and cookie["path"] == "/governance"
 
-            # the totals
-            totals = page.locator("#totals").inner_text()
-            assert re.search(r"requests\s*15", totals) and re.search(r"refused\s*12", totals), totals
 
-            # which secret columns were reached for, and by whom
-            by_column = _rows(page, "by-column")
-            assert by_column == [
-                ["workloads", "env_dump", "SECRET_COLUMN_DENIED", "3", f"{ANA}, {VIC}"],
-                ["configs", "value", "SECRET_COLUMN_DENIED", "1", ANA],
-                ["hosts", "ssh_private_key", "SECRET_COLUMN_DENIED", "1", ANA],
-            ]
-            # rejections by subtype, dataset, principal
-            assert _rows(page, "by-subtype") == [["UNKNOWN_FIELD", "6"], ["SYNTAX_ERROR", "2"], ["UNKNOWN_DATASET", "2"],
-                                                 ["AUTH_REQUIRED", "1"], ["QUERY_BUDGET_EXCEEDED", "1"]]
-            assert _rows(page, "by-dataset") == [["workloads", "4"], ["hosts", "3"], ["configs", "1"], ["table_refs", "1"]]
-            assert _rows(page, "by-principal") == [[ANA, "7"], [VIC, "4"], ["anonymous", "1"]]
-            # the chart: one bar per day with rejections, summing to 12
-            bars = page.locator("svg#chart rect")
-            assert bars.count() >= 1
-            labels = [int(t) for t in page.locator("svg#chart text").all_text_contents() if t.isdigit()]
-            assert sum(labels) == 12
+def _the_page_shows_the_traffic(page, traffic: dict[str, Any]) -> None:
+    """The totals, which secret columns were reached for and by whom, rejections by subtype, dataset
+    and principal, the chart, the recent rejections (markup shown as text), the candidate, the registry."""
+    totals = page.locator("#totals").inner_text()
+    assert re.search(r"requests\s*15", totals) and re.search(r"refused\s*12", totals), totals
+    assert _rows(page, "by-column") == [
+        ["workloads", "env_dump", "SECRET_COLUMN_DENIED", "3", f"{ANA}, {VIC}"],
+        ["configs", "value", "SECRET_COLUMN_DENIED", "1", ANA],
+        ["hosts", "ssh_private_key", "SECRET_COLUMN_DENIED", "1", ANA],
+    ]
+    assert _rows(page, "by-subtype") == [["UNKNOWN_FIELD", "6"], ["SYNTAX_ERROR", "2"], ["UNKNOWN_DATASET", "2"],
+                                         ["AUTH_REQUIRED", "1"], ["QUERY_BUDGET_EXCEEDED", "1"]]
+    assert _rows(page, "by-dataset") == [["workloads", "4"], ["hosts", "3"], ["configs", "1"], ["table_refs", "1"]]
+    assert _rows(page, "by-principal") == [[ANA, "7"], [VIC, "4"], ["anonymous", "1"]]
+    # the chart: one bar per day with rejections, summing to 12
+    assert page.locator("svg#chart rect").count() >= 1
+    assert sum(int(t) for t in page.locator("svg#chart text").all_text_contents() if t.isdigit()) == 12
 
-            # the most recent rejections, with message and hint
-            recent = _rows(page, "recent")
-            assert len(recent) == 12
-            env_dump = traffic["env_dump_error"]
-            secret_rows = [r for r in recent if env_dump["message"] in r[4]]
-            assert len(secret_rows) == 3
-            assert all(env_dump["hint"] in r[4] for r in secret_rows)
-            assert {r[1].split("\n")[0] for r in secret_rows} == {ANA, VIC}
-            syntax = next(r for r in recent if traffic["syntax_error"]["message"] in r[4])
-            assert traffic["syntax_error"]["hint"] in syntax[4] and syntax[2].startswith("SYNTAX_ERROR")
-            # the markup planted in a literal is shown as text, never run
-            assert any(XSS in r[3] for r in recent), [r[3] for r in recent]
-            assert page.evaluate("window.__pwned") is None
-            assert page.locator("#recent img").count() == 0 and page.locator("#recent script").count() == 0
+    # the most recent rejections, with message and hint
+    recent = _rows(page, "recent")
+    assert len(recent) == 12
+    env_dump = traffic["env_dump_error"]
+    secret_rows = [r for r in recent if env_dump["message"] in r[4]]
+    assert len(secret_rows) == 3
+    assert all(env_dump["hint"] in r[4] for r in secret_rows)
+    assert {r[1].split("\n")[0] for r in secret_rows} == {ANA, VIC}
+    syntax = next(r for r in recent if traffic["syntax_error"]["message"] in r[4])
+    assert traffic["syntax_error"]["hint"] in syntax[4] and syntax[2].startswith("SYNTAX_ERROR")
+    # the markup planted in a literal is shown as text, never run
+    assert any(XSS in r[3] for r in recent), [r[3] for r in recent]
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("#recent img").count() == 0 and page.locator("#recent script").count() == 0
 
-            # the candidate
-            candidates = _rows(page, "candidates")
-            assert len(candidates) == 1
-            assert fp in candidates[0][0] and candidates[0][1:3] == ["3", "2"]
-            assert "explore workloads fields name, replicas where namespace = " in candidates[0][0]
-            # the hand-written query is listed, approved, without an Approve button
-            assert _rows(page, "queries") == [["hosts_by_provider", "Hosts of a provider", "approved", ""]]
+    candidates = _rows(page, "candidates")
+    assert len(candidates) == 1
+    assert traffic["fingerprint"] in candidates[0][0] and candidates[0][1:3] == ["3", "2"]
+    assert "explore workloads fields name, replicas where namespace = " in candidates[0][0]
+    # the hand-written query is listed, approved, without an Approve button
+    assert _rows(page, "queries") == [["hosts_by_provider", "Hosts of a provider", "approved", ""]]
 
-            # a filter: the dataset, submitted with the form; the URL reflects it and the tables change
-            page.select_option("select[name=dataset]", "workloads")
-            page.click("#filters button[type=submit]")
-            page.wait_for_url(re.compile(r".*/governance\?.*dataset=workloads.*"))
-            query = urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query)
-            assert query["dataset"] == ["workloads"] and query["days"] == ["14"]
-            assert _rows(page, "by-column") == [["workloads", "env_dump", "SECRET_COLUMN_DENIED", "3", f"{ANA}, {VIC}"]]
-            assert _rows(page, "by-subtype") == [["UNKNOWN_FIELD", "4"]]
-            assert _rows(page, "by-dataset") == [["workloads", "4"]]
-            assert _rows(page, "by-principal") == [[ANA, "3"], [VIC, "1"]]
-            assert len(_rows(page, "recent")) == 4
-            assert page.locator("select[name=dataset]").input_value() == "workloads"
-            json_link = page.get_by_role("link", name="/api/v1/governance/report")
-            assert "dataset=workloads" in json_link.get_attribute("href")
-            # and the subtype on top of it
-            page.select_option("select[name=dataset]", "")
-            page.select_option("select[name=subtype]", "UNKNOWN_DATASET")
-            page.select_option("select[name=days]", "7")
-            page.click("#filters button[type=submit]")
-            page.wait_for_url(re.compile(r".*subtype=UNKNOWN_DATASET.*"))
-            query = urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query)
-            assert query == {"days": ["7"], "subtype": ["UNKNOWN_DATASET"]}
-            assert _rows(page, "by-dataset") == [["hosts", "2"]]
-            assert _rows(page, "by-principal") == [[VIC, "2"]]
-            assert _rows(page, "by-column") == [["none"]]
 
-            # promote the candidate (click 1) ...
-            page.goto(base + "/governance")
-            row = page.locator("#candidates tr", has_text=fp)
-            suggested_id = row.locator("input[name=id]").input_value()
-            assert re.fullmatch(r"workloads_[0-9a-f]{6}", suggested_id), suggested_id
-            row.get_by_role("button", name="Promote").click()
-            page.wait_for_url(re.compile(r".*/governance\?msg=.*"))
-            expect(page.locator("#flash")).to_contain_text(f"promoted {suggested_id} (pending)")
-            assert "error" not in (page.locator("#flash").get_attribute("class") or "")
-            saved = {q["id"]: q for q in yaml.safe_load(server.registry.read_text(encoding="utf-8"))["queries"]}
-            assert saved[suggested_id]["status"] == "pending"
-            assert saved[suggested_id]["origin_fingerprint"] == fp
-            assert [prm["name"] for prm in saved[suggested_id]["parameters"]] == ["namespace", "replicas"]
-            assert saved["hosts_by_provider"]["status"] == "approved"
-            pending_row = page.locator("#queries tr", has_text=suggested_id)
-            expect(pending_row).to_contain_text("pending")
+def _the_filters_narrow_it(page) -> None:
+    """The dataset, submitted with the form: the URL reflects it and the tables change; then a subtype
+    and a number of days on top of it."""
+    page.select_option("select[name=dataset]", "workloads")
+    page.click("#filters button[type=submit]")
+    page.wait_for_url(re.compile(r".*/governance\?.*dataset=workloads.*"))
+    query = urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query)
+    assert query["dataset"] == ["workloads"] and query["days"] == ["14"]
+    assert _rows(page, "by-column") == [["workloads", "env_dump", "SECRET_COLUMN_DENIED", "3", f"{ANA}, {VIC}"]]
+    assert _rows(page, "by-subtype") == [["UNKNOWN_FIELD", "4"]]
+    assert _rows(page, "by-dataset") == [["workloads", "4"]]
+    assert _rows(page, "by-principal") == [[ANA, "3"], [VIC, "1"]]
+    assert len(_rows(page, "recent")) == 4
+    assert page.locator("select[name=dataset]").input_value() == "workloads"
+    json_link = page.get_by_role("link", name="/api/v1/governance/report")
+    assert "dataset=workloads" in json_link.get_attribute("href")
 
-            # ... and approve it (click 2)
-            pending_row.get_by_role("button", name="Approve").click()
-            page.wait_for_url(re.compile(r".*msg=approved.*"))
-            expect(page.locator("#flash")).to_contain_text(f"approved {suggested_id}")
-            saved = {q["id"]: q for q in yaml.safe_load(server.registry.read_text(encoding="utf-8"))["queries"]}
-            assert saved[suggested_id]["status"] == "approved"
-            assert [r[:3] for r in _rows(page, "queries")] == [
-                ["hosts_by_provider", "Hosts of a provider", "approved"],
-                [suggested_id, saved[suggested_id]["title"], "approved"]]
-            assert page.locator("#queries button").count() == 0
+    page.select_option("select[name=dataset]", "")
+    page.select_option("select[name=subtype]", "UNKNOWN_DATASET")
+    page.select_option("select[name=days]", "7")
+    page.click("#filters button[type=submit]")
+    page.wait_for_url(re.compile(r".*subtype=UNKNOWN_DATASET.*"))
+    query = urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query)
+    assert query == {"days": ["7"], "subtype": ["UNKNOWN_DATASET"]}
+    assert _rows(page, "by-dataset") == [["hosts", "2"]]
+    assert _rows(page, "by-principal") == [[VIC, "2"]]
+    assert _rows(page, "by-column") == [["none"]]
 
-            # the screenshot, as a test artifact
-            ARTIFACTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SCREENSHOT), full_page=True)
-            assert not dialogs, dialogs
-            context.close()
-        finally:
-            browser.close()
-    assert SCREENSHOT.exists()
+
+def _saved(dash: Dashboard) -> dict[str, dict[str, Any]]:
+    return {q["id"]: q for q in yaml.safe_load(dash.registry.read_text(encoding="utf-8"))["queries"]}
+
+
+def _promote_then_approve(page, dash: Dashboard, fp: str) -> str:
+    """Promote the candidate (click 1), then approve it (click 2); returns the query's id."""
+    from playwright.sync_api import expect
+
+    page.goto(dash.base + "/governance")
+    row = page.locator("#candidates tr", has_text=fp)
+    suggested_id = row.locator("input[name=id]").input_value()
+    assert re.fullmatch(r"workloads_[0-9a-f]{6}", suggested_id), suggested_id
+    row.get_by_role("button", name="Promote").click()
+    page.wait_for_url(re.compile(r".*/governance\?msg=.*"))
+    expect(page.locator("#flash")).to_contain_text(f"promoted {suggested_id} (pending)")
+    assert "error" not in (page.locator("#flash").get_attribute("class") or "")
+    saved = _saved(dash)
+    assert saved[suggested_id]["status"] == "pending"
+    assert saved[suggested_id]["origin_fingerprint"] == fp
+    assert [prm["name"] for prm in saved[suggested_id]["parameters"]] == ["namespace", "replicas"]
+    assert saved["hosts_by_provider"]["status"] == "approved"
+    pending_row = page.locator("#queries tr", has_text=suggested_id)
+    expect(pending_row).to_contain_text("pending")
+
+    pending_row.get_by_role("button", name="Approve").click()
+    page.wait_for_url(re.compile(r".*msg=approved.*"))
+    expect(page.locator("#flash")).to_contain_text(f"approved {suggested_id}")
+    saved = _saved(dash)
+    assert saved[suggested_id]["status"] == "approved"
+    assert [r[:3] for r in _rows(page, "queries")] == [
+        ["hosts_by_provider", "Hosts of a provider", "approved"],
+        [suggested_id, saved[suggested_id]["title"], "approved"]]
+    assert page.locator("#queries button").count() == 0
+    return suggested_id
+
+
+def _screenshot(page) -> None:
+    """The page as a test artifact: a real PNG of some size."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT), full_page=True)
     data = SCREENSHOT.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(data) > 20_000, f"the screenshot is only {len(data)} bytes"
 
-    # the approved query is now runnable by an agent over MCP, with new values
+
+def _an_agent_runs_it(dash: Dashboard, pg_dsn: str, ident: str) -> None:
+    """The approved query is runnable by an agent over MCP, with new values."""
     import anyio
 
-    rows = anyio.run(_run_named_over_mcp, server, suggested_id)
+    rows = anyio.run(_run_named_over_mcp, dash, ident)
     with psycopg.connect(pg_dsn) as conn:
         expected = conn.execute("SELECT name, replicas FROM lake.k8s_workloads WHERE namespace = 'ml-serving' "
                                 "AND replicas > 3 AND NOT is_deleted ORDER BY name").fetchall()
@@ -440,7 +430,29 @@ def test_reviewer_dashboard_in_a_real_browser(server, traffic, pg_dsn):
     assert [r[0] for r in rows] == [name for name, _ in expected][: len(rows)]  # ordered by name
 
 
-async def _run_named_over_mcp(server: Server, ident: str) -> list[list[Any]]:
+def test_reviewer_dashboard_in_a_real_browser(own_server, pg_dsn):
+    """From sign-in to a query an agent runs: the page, its filters, promote and approve."""
+    dash, traffic = own_server
+    dialogs: list[str] = []
+    with _playwright() as p:
+        browser = _launch(p)
+        try:
+            context = _context(browser, viewport={"width": 1400, "height": 1000})
+            page = context.new_page()
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            _signed_in_as_the_reviewer(page, context, dash.base)
+            _the_page_shows_the_traffic(page, traffic)
+            _the_filters_narrow_it(page)
+            ident = _promote_then_approve(page, dash, traffic["fingerprint"])
+            _screenshot(page)
+            assert not dialogs, dialogs
+            context.close()
+        finally:
+            browser.close()
+    _an_agent_runs_it(dash, pg_dsn, ident)
+
+
+async def _run_named_over_mcp(server: Dashboard, ident: str) -> list[list[Any]]:
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
@@ -556,33 +568,48 @@ def test_access_control_without_a_browser(server, traffic):
     assert server.registry.read_text(encoding="utf-8") == before
 
 
-def test_a_promoted_fingerprint_is_no_longer_offered_for_promotion(server, traffic):
+def test_a_promoted_fingerprint_is_no_longer_offered_for_promotion(own_server):
     """Once the registry holds a query promoted from a fingerprint, the dashboard must not offer to promote
     that fingerprint again (a second click only fails with 'already has a query' or makes a duplicate)."""
+    dash, traffic = own_server
     fp = traffic["fingerprint"]
-    queries = yaml.safe_load(server.registry.read_text(encoding="utf-8"))["queries"]
-    if not any(q.get("origin_fingerprint") == fp for q in queries):  # this test alone: promote it first
-        r = call(server, "POST", "/governance/promote",
-                 headers={"Content-Type": "application/x-www-form-urlencoded", "Cookie": f"ontoos_token={TOKENS[REV]}"},
-                 body=urllib.parse.urlencode({"fingerprint": fp, "id": "promoted_once", "title": "Promoted once"}))
-        assert r.status == 303 and "error" not in r.headers["location"]
-    page = call(server, "GET", "/governance", token=TOKENS[REV])
-    assert page.status == 200
-    candidates = page.body.split('id="candidates"')[1].split("</table>")[0]
-    offered = re.findall(r'name="fingerprint" value="([0-9a-z:]+)"', candidates)
-    assert fp not in offered, "the dashboard still offers to promote a fingerprint that is already a named query"
+
+    def offered() -> list[str]:
+        page = call(dash, "GET", "/governance", token=TOKENS[REV])
+        assert page.status == 200
+        candidates = page.body.split('id="candidates"')[1].split("</table>")[0]
+        return re.findall(r'name="fingerprint" value="([0-9a-z:]+)"', candidates)
+
+    assert fp in offered()
+    r = call(dash, "POST", "/governance/promote",
+             headers={"Content-Type": "application/x-www-form-urlencoded", "Cookie": f"ontoos_token={TOKENS[REV]}"},
+             body=urllib.parse.urlencode({"fingerprint": fp, "id": "promoted_once", "title": "Promoted once"}))
+    assert r.status == 303 and "error" not in r.headers["location"]
+    assert _saved(dash)["promoted_once"]["origin_fingerprint"] == fp
+    assert fp not in offered(), "the dashboard still offers to promote a fingerprint that is already a named query"
+
+
+def _barrier(dash: Dashboard) -> str:
+    """One refused request with a dataset name of its own, waited for in the reviewer's report: once it
+    is there, so is every event recorded before it (the writer keeps their order). Returns the name."""
+    marker = f"barrier_{uuid.uuid4().hex[:8]}"
+    assert explore(dash, ANA, {"dataset": marker, "fields": ["x"]}).status == 400
+    deadline = time.monotonic() + 60
+    while marker not in dict(_kv(report_of(dash)["by_dataset"])):
+        assert time.monotonic() < deadline, "the audit never recorded the barrier's request"
+        time.sleep(0.1)
+    return marker
 
 
 def test_browsing_the_dashboard_adds_no_rejections(server, traffic):
     """A reviewer looking at the dashboard must not change what it shows: the browser's own requests
-    (here the automatic /favicon.ico, sent without a token) are not agent traffic to audit as rejections."""
+    (here the automatic /favicon.ico, sent without a token) are not agent traffic to audit as rejections.
+    Between two barriers, the report may change by the second barrier's own request only."""
     def totals():
-        r = call(server, "GET", "/api/v1/governance/report", token=TOKENS[REV])
-        assert r.status == 200
-        data = r.json()["data"]
-        return data["totals"], _kv(data["by_principal"]), _kv(data["by_subtype"])
+        data = report_of(server)
+        return data["totals"], dict(_kv(data["by_principal"])), dict(_kv(data["by_subtype"]))
 
-    time.sleep(1.0)  # let earlier tests' events (e.g. refused anonymous API calls) reach the store first
+    _barrier(server)
     before = totals()
     with _playwright() as p:
         browser = _launch(p)
@@ -592,9 +619,11 @@ def test_browsing_the_dashboard_adds_no_rejections(server, traffic):
             page.wait_for_url(server.base + "/governance")
             page.reload()
             page.goto(server.base + "/governance?days=7")
-            page.wait_for_timeout(300)
         finally:
             browser.close()
-    time.sleep(1.0)  # several audit flush intervals
+    _barrier(server)
     after = totals()
-    assert after == before, f"browsing the dashboard recorded new rejections: {before} -> {after}"
+    (t0, p0, s0), (t1, p1, s1) = before, after
+    assert {k: t1[k] - t0[k] for k in t0} == {"requests": 1, "refused": 1, "failed": 0, "principals": 0}, (before, after)
+    assert {k: p1.get(k, 0) - p0.get(k, 0) for k in p1} == {k: int(k == ANA) for k in p1}, (before, after)
+    assert {k: s1.get(k, 0) - s0.get(k, 0) for k in s1} == {k: int(k == "UNKNOWN_DATASET") for k in s1}, (before, after)
