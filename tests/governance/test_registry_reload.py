@@ -92,8 +92,10 @@ async def run_hosts(client, ident: str):
 # ---------------------------------------------------------------- over HTTP
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def http_server(pg_dsn, tmp_path_factory):
+    """A server of the test's own: each test changes its registry (one approving, one adding), and
+    neither may see the other's change, in whatever order they run."""
     workdir = tmp_path_factory.mktemp("reload-http")
     config = workdir / "server.yaml"
     config.write_text(yaml.safe_dump({"principals": {"ana": {

@@ -355,14 +355,8 @@ def _sorted(rows):
     return sorted(rows, key=lambda r: json.dumps(r))
 
 
-@pytest.mark.anyio
-async def test_round_trip_from_repeated_explorations_to_an_approved_named_query(
-        demo, pg_dsn, pool, cli_env, capsys, tmp_path):
-    reset_audit(pg_dsn)
-    p, settings = pool
-    registry_file = tmp_path / "queries.yaml"
-
-    # 1. three principals ask the same question with other values, over MCP, with the audit on
+async def _three_principals_ask_the_same_question(demo, p, settings, registry_file, pg_dsn) -> str:
+    """Over MCP, with the audit on, each with other values: one fingerprint, the answers right."""
     writer = AuditWriter(pg_dsn, interval=0.05)
     await writer.start()
     fingerprints = set()
@@ -381,18 +375,23 @@ async def test_round_trip_from_repeated_explorations_to_an_approved_named_query(
     assert len(fingerprints) == 1
     fingerprint = fingerprints.pop()
     assert fingerprint == compile_exploration(QUESTION.format(ns="x", kind="Job", n=0, limit=5), demo, "admin").fingerprint
+    return fingerprint
 
-    # 2. it is a candidate (6 uses by 3 principals), and recorded with its literals
-    rule = rep.Rule()
-    found = _candidates(pg_dsn, rule)
+
+def _it_is_a_candidate_recorded_with_its_literals(pg_dsn, fingerprint: str) -> None:
+    """6 uses by 3 principals."""
+    found = _candidates(pg_dsn, rep.Rule())
     assert list(found) == [fingerprint]
     assert (found[fingerprint]["uses"], found[fingerprint]["principals"]) == (6, 3)
     recorded = [e["exploration"] for e in fetch_events(pg_dsn, "fingerprint = %s", [fingerprint])]
     assert any("namespace = 'payments'" in t and "kind = 'StatefulSet'" in t and "replicas >= 4" in t for t in recorded)
 
-    # 3. ontoos promote writes a pending entry
+
+async def _ontoos_promote_writes_a_pending_entry(capsys, demo, registry_file, fingerprint, tmp_path) -> dict[str, Any]:
+    """Parameters named after the columns and typed from the contract, the observed range as examples,
+    the always-filter a constant, SQL the guard (and `ontoos check-sql`) accepts."""
     code, out, err = await arun_cli(capsys, "promote", fingerprint, "--id", QUERY_ID, "--title", "Workloads by namespace and kind",
-                             "--queries", str(registry_file))
+                                    "--queries", str(registry_file))
     assert code == 0, (out, err)
     assert out["ok"] is True and out["data"]["registry"] == str(registry_file)
     saved = yaml.safe_load(registry_file.read_text(encoding="utf-8"))
@@ -426,22 +425,25 @@ async def test_round_trip_from_repeated_explorations_to_an_approved_named_query(
     sql_file = tmp_path / "promoted.sql"
     sql_file.write_text(entry["sql"], encoding="utf-8")
     code, out, _ = await arun_cli(capsys, "check-sql", "--read-set", "published", "--max-rows", str(entry["max_rows"]),
-                           "--params", "4", str(sql_file))
+                                  "--params", "4", str(sql_file))
     assert code == 0 and out["ok"] is True
+    return entry
 
-    # promoting again under the same id is refused, and the file is unchanged
+
+async def _promoting_again_or_badly_is_refused(capsys, registry_file, fingerprint) -> None:
+    """The same id again, an unknown fingerprint, a bad id: refused, and the file unchanged."""
     before = registry_file.read_text(encoding="utf-8")
     code, out, _ = await arun_cli(capsys, "promote", fingerprint, "--id", QUERY_ID, "--title", "again", "--queries", str(registry_file))
     assert code == 2 and out["ok"] is False
     assert registry_file.read_text(encoding="utf-8") == before
-    # an unknown fingerprint and a bad id are refused too
     code, out, _ = await arun_cli(capsys, "promote", "0000000000000000", "--id", "other_id", "--title", "t", "--queries", str(registry_file))
     assert code == 2 and out["error"]["code"] == "EX208"
     code, out, _ = await arun_cli(capsys, "promote", fingerprint, "--id", "not an id!", "--title", "t", "--queries", str(registry_file))
     assert code == 2 and out["ok"] is False
     assert registry_file.read_text(encoding="utf-8") == before
 
-    # 4. pending entries are not runnable
+
+async def _a_pending_entry_is_not_runnable(capsys, demo, p, settings, registry_file) -> None:
     registry = Registry.load(registry_file, demo)
     assert not registry.problems and registry.visible("analyst") == []
     async with _mcp(demo, p, settings, registry, Principal("gov-promo-dan", "viewer")) as client:
@@ -451,10 +453,12 @@ async def test_round_trip_from_repeated_explorations_to_an_approved_named_query(
                                                                                    "replicas": 1}})
         assert r.is_error is True and json.loads(r.content[0].text)["error"]["code"] == "EX208"
     code, out, _ = await arun_cli(capsys, "queries", "run", QUERY_ID, "-p", "namespace=prod", "-p", "kind=Job", "-p", "replicas=1",
-                           "--queries", str(registry_file), "--role", "analyst")
+                                  "--queries", str(registry_file), "--role", "analyst")
     assert code == 2 and out["error"]["code"] == "EX208"
 
-    # 5. ontoos queries approve
+
+async def _ontoos_queries_approve(capsys, registry_file, entry) -> None:
+    """Only the status changes."""
     code, out, _ = await arun_cli(capsys, "queries", "approve", QUERY_ID, "--queries", str(registry_file))
     assert code == 0 and out == {"ok": True, "data": {"approved": QUERY_ID}}
     saved = yaml.safe_load(registry_file.read_text(encoding="utf-8"))
@@ -462,7 +466,10 @@ async def test_round_trip_from_repeated_explorations_to_an_approved_named_query(
     assert {k: v for k, v in saved["queries"][0].items() if k != "status"} == \
         {k: v for k, v in entry.items() if k != "status"}
 
-    # 6. the approved query runs through MCP with new values
+
+async def _it_runs_over_mcp_with_new_values(demo, p, settings, registry_file, pg_dsn, entry) -> dict[str, Any]:
+    """Listed with a JSON Schema of its parameters; the rows match hand-written SQL; bad parameters are
+    refusals with hints; each run is audited under the named fingerprint. Returns the schema."""
     registry = Registry.load(registry_file, demo)
     assert not registry.problems
     reset_audit(pg_dsn)
@@ -508,8 +515,11 @@ async def test_round_trip_from_repeated_explorations_to_an_approved_named_query(
     runs = fetch_events(pg_dsn, "fingerprint = %s", [f"named:{QUERY_ID}"])
     assert [(e["outcome"], e["rows"]) for e in runs if e["outcome"] == "ok"] == [("ok", len(expected))]
     assert all(e["dataset"] == "workloads" for e in runs)
+    return schema
 
-    # 7. the CLI: list, show, run
+
+async def _the_cli_lists_shows_and_runs_it(capsys, registry_file, pg_dsn, entry, schema) -> None:
+    """`ontoos queries list|show|run`: the same entry and schema; a CLI run is audited with surface cli."""
     code, out, _ = await arun_cli(capsys, "queries", "list", "--queries", str(registry_file))
     assert code == 0
     assert out["data"] == {"queries": [{"id": QUERY_ID, "title": "Workloads by namespace and kind", "status": "approved",
@@ -531,6 +541,22 @@ async def test_round_trip_from_repeated_explorations_to_an_approved_named_query(
     assert code == 2 and out["error"]["subtype"] == "TYPE_MISMATCH"
     code, out, _ = await arun_cli(capsys, "queries", "show", "no_such_query", "--queries", str(registry_file))
     assert code == 2 and out["ok"] is False
+
+
+@pytest.mark.anyio
+async def test_round_trip_from_repeated_explorations_to_an_approved_named_query(
+        demo, pg_dsn, pool, cli_env, capsys, tmp_path):
+    reset_audit(pg_dsn)
+    p, settings = pool
+    registry_file = tmp_path / "queries.yaml"
+    fingerprint = await _three_principals_ask_the_same_question(demo, p, settings, registry_file, pg_dsn)
+    _it_is_a_candidate_recorded_with_its_literals(pg_dsn, fingerprint)
+    entry = await _ontoos_promote_writes_a_pending_entry(capsys, demo, registry_file, fingerprint, tmp_path)
+    await _promoting_again_or_badly_is_refused(capsys, registry_file, fingerprint)
+    await _a_pending_entry_is_not_runnable(capsys, demo, p, settings, registry_file)
+    await _ontoos_queries_approve(capsys, registry_file, entry)
+    schema = await _it_runs_over_mcp_with_new_values(demo, p, settings, registry_file, pg_dsn, entry)
+    await _the_cli_lists_shows_and_runs_it(capsys, registry_file, pg_dsn, entry, schema)
 
 
 def test_promotion_examples_are_the_observed_range_by_value(demo, cli_env, capsys, tmp_path):
