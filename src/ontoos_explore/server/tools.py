@@ -31,7 +31,9 @@ from ..catalog import describe_dataset, list_datasets
 from ..contract import Contract
 from ..envelope import Answer, clean_text, new_id
 from ..errors import Codes, ExploreError, InputError, cancelled, no_token, rate_limited
+from ..grammar.forms import from_json
 from ..grammar.limits import check_json
+from ..ir import Exploration
 from ..names import close_matches
 from ..service import Explorer
 from .config import Principal, RateLimiter
@@ -212,6 +214,17 @@ def _source(name: str, arguments: Any) -> Any:
         return name
 
 
+def _asked(name: str, arguments: Any) -> Exploration | None:
+    """The exploration a call asked, when its arguments read as one (for the audit of a call cancelled
+    half-way, whose parse in the pipeline was cancelled with it)."""
+    if name != "ontoos_explore" or not isinstance(arguments, dict):
+        return None
+    try:
+        return from_json({k: v for k, v in arguments.items() if k != "dry_run"})
+    except ExploreError:
+        return None
+
+
 Handler = Callable[[BaseModel, dict[str, Any], Principal], Awaitable[Answer]]
 
 
@@ -222,7 +235,7 @@ class Tools:
         self.explorer = explorer
         self.registry = registry
         self.audit = audit  # an AuditWriter, or None (no audit store configured)
-        self.limiter = limiter or RateLimiter()
+        self.limiter = limiter if limiter is not None else RateLimiter()  # (an empty one is falsy)
         self.handlers: dict[str, Handler] = {
             "ontoos_catalog": self._catalog, "ontoos_explore": self._explore,
             "ontoos_queries": self._queries, "ontoos_run_query": self._run_query}
@@ -238,8 +251,10 @@ class Tools:
         if answer is None:
             try:
                 answer = await self._run(name, arguments, principal)
-            except asyncio.CancelledError:
-                self.record(self._refusal(cancelled(surface)), principal, surface, source)
+            except asyncio.CancelledError:  # recorded with what it asked: the pipeline's parse went with it
+                answer = Answer.refusal(cancelled(surface), exploration=_asked(name, arguments),
+                                        exploration_id=new_id(), contract_hash=self.contract.hash)
+                self.record(answer, principal, surface, source)
                 raise
         self.record(answer, principal, surface, source)
         return answer
