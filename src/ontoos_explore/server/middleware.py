@@ -50,6 +50,8 @@ class BearerAuth:
             return await self.app(scope, receive, send)
         headers = Headers(scope=scope)
         sent = headers.getlist("authorization")
+        if sent == [""]:  # an empty header is no header (the dashboard's cookie may still sign in)
+            sent = []
         browser = scope["path"].startswith("/governance")
         cookie = cookie_parser(headers.get("cookie", "")).get(COOKIE) if browser and not sent else None
         principal = None
