@@ -66,7 +66,8 @@ async def test_a_dry_run_is_the_plan_without_rows(explorer, demo):
     assert answer.ok and "rows" not in env["data"]
     plan = env["data"]["plan"]
     assert (plan["datasets"], plan["columns"], plan["limit"]) == (["workloads"], ["name", "namespace"], 3)
-    assert plan["estimated_cost"] > 0 and plan["timeout_ms"] == demo.role("analyst").timeout_ms
+    assert plan["within_budget"] is True and plan["cost_class"] == "low" and "estimated_cost" not in plan
+    assert plan["timeout_ms"] == demo.role("analyst").timeout_ms
     assert env["meta"]["dry_run"] is True and env["meta"]["fingerprint"] == answer.compiled.fingerprint
 
 

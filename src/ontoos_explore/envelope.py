@@ -89,6 +89,7 @@ class Answer:
     compiled: CompiledQuery | None = None
     error: ExploreError | None = None
     exploration: Exploration | None = None
+    cost: float | None = None  # the planner's estimate, for the audit only (never rendered: an oracle on hidden rows)
 
     @property
     def ok(self) -> bool:
@@ -106,12 +107,13 @@ class Answer:
 
     @classmethod
     def success(cls, envelope: dict[str, Any], compiled: CompiledQuery | None = None,
-                exploration: Exploration | None = None) -> Answer:
-        return cls(envelope, compiled, None, exploration)
+                exploration: Exploration | None = None, cost: float | None = None) -> Answer:
+        return cls(envelope, compiled, None, exploration, cost)
 
     @classmethod
     def refusal(cls, error: ExploreError, compiled: CompiledQuery | None = None,
                 exploration: Exploration | None = None, **meta: Any) -> Answer:
         """The error envelope, made presentable; `meta` adds exploration_id, contract_hash, ..."""
         return cls(presentable(error.to_envelope(**meta)), compiled, error,
-                   exploration if exploration is not None else getattr(error, "exploration", None))
+                   exploration if exploration is not None else getattr(error, "exploration", None),
+                   (error.detail or {}).get("cost"))

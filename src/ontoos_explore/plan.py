@@ -5,8 +5,7 @@ named queries alike (`policy.plans.plan_for`): the role, the row and time
 budgets, the cost ceiling (the role's `max_cost`, or the contract's
 `heavy_max_cost` when a heavy dataset is read), which output positions read
 a column callers may not see (masked in the answer: defense in depth), and
-what a refusal for cost may say (the datasets behind the physical tables a
-plan scans, the columns worth filtering on). The compiler copies it into the
+what a refusal for cost may suggest filtering on. The compiler copies it into the
 `CompiledQuery` unchanged; the executor reads only it and its own deployment
 settings, never the contract.
 """
@@ -23,15 +22,7 @@ class Plan:
     timeout_ms: int
     max_cost: float | None  # the planner-cost ceiling checked before running; None: not checked
     masked: frozenset[int] = frozenset()  # output positions that read a column callers may not see
-    tables: tuple[tuple[str, str, str], ...] = ()  # (schema, table, dataset) of every dataset read
     cost_hints: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (dataset, columns a cost refusal suggests)
-
-    def dataset_of(self, schema: str | None, table: str | None) -> str | None:
-        """The contract name of a physical table this plan reads, or None."""
-        for s, t, dataset in self.tables:
-            if s == schema and t == table:
-                return dataset
-        return None
 
     def hint_columns(self, dataset: str) -> tuple[str, ...]:
         return next((cols for name, cols in self.cost_hints if name == dataset), ())

@@ -23,7 +23,7 @@ from .templates import TEMPLATES, TemplateCache
 
 log = logging.getLogger("ontoos_explore.service")
 
-__all__ = ["Answer", "Explorer", "new_id", "success_envelope", "plan_envelope"]
+__all__ = ["Answer", "Explorer", "cost_class", "new_id", "success_envelope", "plan_envelope"]
 
 
 def success_envelope(q: CompiledQuery, out: Outcome, exploration_id: str) -> dict[str, Any]:
@@ -44,6 +44,18 @@ def success_envelope(q: CompiledQuery, out: Outcome, exploration_id: str) -> dic
     }
 
 
+# A dry run says how the planner's estimate compares with the budget, never the figure: it depends on
+# rows the caller may not see (a value only in always-filtered rows costs more than an absent one).
+COST_CLASSES = ((0.1, "low"), (0.5, "moderate"), (1.0, "high"))
+
+
+def cost_class(cost: float | None, ceiling: float | None) -> str:
+    """The estimate as a fraction of the ceiling, coarsely: low, moderate, high, over (or unchecked)."""
+    if cost is None or ceiling is None:
+        return "unchecked"
+    return next((name for bound, name in COST_CLASSES if cost <= bound * ceiling), "over")
+
+
 def plan_envelope(q: CompiledQuery, out: Outcome, exploration_id: str) -> dict[str, Any]:
     """A dry run: what would be read, by contract name, and what it would cost."""
     return {
@@ -54,7 +66,8 @@ def plan_envelope(q: CompiledQuery, out: Outcome, exploration_id: str) -> dict[s
                 "relations": list(q.relations),
                 "columns": list(q.columns),
                 "limit": q.limit,
-                "estimated_cost": out.cost,
+                "within_budget": q.plan.max_cost is None or (out.cost or 0.0) <= q.plan.max_cost,
+                "cost_class": cost_class(out.cost, q.plan.max_cost),
                 "max_cost": q.plan.max_cost,
                 "timeout_ms": q.plan.timeout_ms,
             }
@@ -89,7 +102,7 @@ class Explorer:
             compiled = compile_()
             out = await self.executor.run(compiled, dry_run=dry_run)
             render = plan_envelope if dry_run else success_envelope
-            return Answer.success(render(compiled, out, exploration_id), compiled)
+            return Answer.success(render(compiled, out, exploration_id), compiled, cost=out.cost)
         except ExploreError as e:
             return Answer.refusal(e, compiled, exploration_id=exploration_id, contract_hash=self.contract.hash)
         except Exception:

@@ -29,8 +29,7 @@ def test_a_compiled_plan_carries_what_execution_needs(demo):
     q = compile_exploration("explore workloads via containers fields name, containers.name limit 5000", demo, "analyst")
     p = q.plan
     assert (p.role, p.max_rows, p.timeout_ms, p.max_cost) == ("analyst", 500, 5000, 100000)
-    assert [d for _, _, d in p.tables] == ["workloads", "containers"]
-    assert p.dataset_of("lake", "k8s_workloads") == "workloads" and p.dataset_of("lake", "nope") is None
+    assert [d for d, _ in p.cost_hints] == ["workloads", "containers"]
     assert p.masked == frozenset()
     assert p.hint_columns("workloads") == hint_columns(demo, demo.dataset("workloads"))
 
@@ -53,7 +52,7 @@ def test_positions_reading_a_column_callers_may_not_see_are_masked(demo):
     hidden = next(c for c in w.columns.values() if c.hidden)
     assert masked_positions([(name,), (secret,), (), (name, hidden), (None,)]) == frozenset({1, 3, 4})
     plan = plan_for(demo, demo.role("analyst"), [w, w], 10, 100, [(name,), (secret,)])
-    assert plan.masked == frozenset({1}) and len(plan.tables) == 1 and (plan.max_rows, plan.timeout_ms) == (10, 100)
+    assert plan.masked == frozenset({1}) and len(plan.cost_hints) == 1 and (plan.max_rows, plan.timeout_ms) == (10, 100)
 
 
 def test_the_heavy_ceiling_is_a_governed_contract_value():

@@ -29,7 +29,7 @@ import json
 import logging
 import time
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -78,8 +78,7 @@ class Outcome:
     truncated: bool
     masked_columns: list[str]
     elapsed_ms: float
-    cost: float | None = None  # the planner's estimate, when it was asked
-    plan_tables: list[str] = field(default_factory=list)  # datasets the plan scans (dry runs)
+    cost: float | None = None  # the planner's estimate of the work (`work`), when it was asked: for the audit
 
 
 async def open_pool(dsn: str, settings: Settings) -> AsyncConnectionPool:
@@ -132,24 +131,24 @@ class CostCache:
 
     def __init__(self, ttl: float, size: int = 4096) -> None:
         self.ttl, self.size = ttl, size
-        self._entries: dict[tuple, tuple[float, float, list[tuple[str, float]]]] = {}
+        self._entries: dict[tuple, tuple[float, float]] = {}  # key -> (expires, cost)
 
     @staticmethod
     def key(q: CompiledQuery) -> tuple:
         return (q.plan.role, q.sql, tuple((type(v), v) for v in q.params))  # typed: True is not 1
 
-    def get(self, key: tuple) -> tuple[float, list[tuple[str, float]]] | None:
+    def get(self, key: tuple) -> float | None:
         found = self._entries.get(key)
         if found is None or found[0] < time.monotonic():
             return None
-        return found[1], found[2]
+        return found[1]
 
-    def put(self, key: tuple, cost: float, tables: list[tuple[str, float]]) -> None:
+    def put(self, key: tuple, cost: float) -> None:
         if self.ttl <= 0:
             return
         while len(self._entries) >= self.size:
             self._entries.pop(next(iter(self._entries)), None)
-        self._entries[key] = (time.monotonic() + self.ttl, cost, tables)
+        self._entries[key] = (time.monotonic() + self.ttl, cost)
 
 
 class Executor:
@@ -169,8 +168,8 @@ class Executor:
         timeout_s = q.plan.timeout_ms / 1000 + CLIENT_MARGIN_S
         ceiling = None if dry_run else q.plan.max_cost
         known = None if ceiling is None else self.costs.get(CostCache.key(q))
-        if known is not None and known[0] > ceiling:
-            raise self._over(q, known, ceiling)  # this exploration's estimate is known: refused without a round trip
+        if known is not None and known > ceiling:
+            raise cost_budget(q, known, ceiling)  # this exploration's estimate is known: refused without a round trip
         try:
             async with self.pool.connection(timeout=self.settings.pool_timeout_s) as conn:
                 try:
@@ -203,14 +202,14 @@ class Executor:
             if estimate is None and (ceiling is not None or dry_run):  # these values' own plan
                 await query.execute(EXPLAIN + q.sql, params)
                 plan = json.loads((await query.fetchone())[0])[0]["Plan"]
-                estimate = plan["Total Cost"], _scanned(plan, q)
+                estimate = work(plan)
                 if dry_run:
                     await control.execute(END)
-                    return Outcome([], False, [], _ms(started), estimate[0], [d for d, _ in estimate[1]])
-                self.costs.put(CostCache.key(q), *estimate)
-            if ceiling is not None and estimate[0] > ceiling:
+                    return Outcome([], False, [], _ms(started), estimate)
+                self.costs.put(CostCache.key(q), estimate)
+            if ceiling is not None and estimate > ceiling:
                 await control.execute(END)
-                raise self._over(q, estimate, ceiling)
+                raise cost_budget(q, estimate, ceiling)
             await query.execute(q.sql, params)
             await control.execute(END)
             rows = await query.fetchall()
@@ -222,25 +221,20 @@ class Executor:
             truncated=truncated,
             masked_columns=[q.columns[i] for i in sorted(masked)],
             elapsed_ms=_ms(started),
-            cost=None if estimate is None else estimate[0],
+            cost=estimate,
         )
 
-    def _over(self, q: CompiledQuery, estimate, ceiling: float) -> ExploreError:
-        cost, tables = estimate
-        return cost_budget(q, cost, ceiling, tables[0][0] if tables else q.datasets[0])
 
-
-def _scanned(plan: dict, q: CompiledQuery) -> list[tuple[str, float]]:
-    """Datasets the planner's plan scans, the costliest first."""
-    found: dict[str, float] = {}
-    stack = [plan]
+def work(plan: dict) -> float:
+    """The work a plan can do: the largest total cost of any of its nodes. A Limit's own cost is
+    pro-rated by the rows it expects to need (`limit 1` over a join whose filter never matches is
+    estimated at ~100 while it would enumerate the whole join), so the nodes beneath it count."""
+    most, stack = 0.0, [plan]
     while stack:
         node = stack.pop()
-        name = q.plan.dataset_of(node.get("Schema"), node.get("Relation Name"))
-        if name is not None:
-            found[name] = max(found.get(name, 0.0), float(node.get("Total Cost", 0.0)))
+        most = max(most, float(node.get("Total Cost", 0.0)))
         stack.extend(node.get("Plans", ()))
-    return sorted(found.items(), key=lambda kv: -kv[1])
+    return most
 
 
 def _ms(started: float) -> float:
@@ -277,15 +271,18 @@ def time_budget(q: CompiledQuery, reason: str = "STATEMENT_TIMEOUT") -> ExploreE
     )
 
 
-def cost_budget(q: CompiledQuery, cost: float, ceiling: float, dataset: str) -> ExploreError:
+def cost_budget(q: CompiledQuery, cost: float, ceiling: float) -> ExploreError:
+    """Over the cost budget. The planner's figure is for the audit (`detail`), never the caller: it
+    depends on rows the caller may not see (always-filtered ones), so it would be an oracle on them."""
+    dataset = q.datasets[0]
     useful = q.plan.hint_columns(dataset)
     return ExploreError(
         Codes.COST_BUDGET,
-        f"the planner estimates a cost of {cost:,.0f}, above the budget of {ceiling:,.0f} for role {q.plan.role}",
-        hint=f"most of it is reading {dataset}: filter {dataset}"
-        + (f" (e.g. on {quote_list(useful)})" if useful else "")
+        f"the exploration would cost more than the budget of {ceiling:,.0f} for role {q.plan.role}",
+        hint=f"filter {dataset}" + (f" (e.g. on {quote_list(useful)})" if useful else "")
         + ", follow fewer relations, or lower the limit",
         reason="COST_BUDGET",
+        detail={"cost": cost},
     )
 
 

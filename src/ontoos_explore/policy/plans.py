@@ -66,6 +66,5 @@ def plan_for(contract: Contract, role: Role, datasets: Sequence[Dataset], max_ro
         timeout_ms=timeout_ms,
         max_cost=cost_ceiling(contract, role, unique),
         masked=masked_positions(sources),
-        tables=tuple((ds.schema_name, ds.table_name, ds.name) for ds in unique),
         cost_hints=tuple((ds.name, hint_columns(contract, ds)) for ds in unique),
     )

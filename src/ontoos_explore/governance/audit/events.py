@@ -22,8 +22,8 @@ from ...names import fold
 
 COLUMNS = ("id", "at", "principal", "role", "surface", "dataset", "exploration", "fingerprint", "outcome",
            "error_type", "error_subtype", "error_code", "reason", "column_name", "message", "hint", "rows",
-           "truncated", "elapsed_ms")
-TEXT_COLUMNS = tuple(c for c in COLUMNS if c not in ("at", "rows", "truncated", "elapsed_ms"))
+           "truncated", "elapsed_ms", "cost")
+TEXT_COLUMNS = tuple(c for c in COLUMNS if c not in ("at", "rows", "truncated", "elapsed_ms", "cost"))
 GAP_COLUMNS = ("id", "at", "reason", "events", "first_at", "last_at", "writer", "detail")
 MAX_TEXT = 4000
 EVENT_OVERHEAD = 600  # bytes of an Event beyond its text (object, datetime, numbers), for the queue's byte bound
@@ -55,6 +55,7 @@ class Event:
     rows: int | None = None
     truncated: bool | None = None
     elapsed_ms: float | None = None
+    cost: float | None = None  # the planner's estimate, when one was asked (callers never see it)
 
     def row(self) -> tuple:
         return tuple(_stored(getattr(self, c)) for c in COLUMNS)
@@ -116,6 +117,7 @@ def event_for(answer: Answer, *, principal: str | None, role: str | None, surfac
             surface=surface, dataset=q.datasets[0] if q and q.datasets else None,
             exploration=(q.normalized if q else None), fingerprint=(q.fingerprint if q else None), outcome="ok",
             rows=meta.get("rows"), truncated=meta.get("truncated"), elapsed_ms=meta.get("elapsed_ms"),
+            cost=answer.cost,
         )
     err: ExploreError = answer.error
     if q is not None:
@@ -132,7 +134,7 @@ def event_for(answer: Answer, *, principal: str | None, role: str | None, surfac
         outcome="refused" if err.type in ("validation", "policy", "auth") else "failed",
         error_type=err.type, error_subtype=err.subtype, error_code=err.code, reason=err.reason,
         column_name=(err.detail or {}).get("column"), message=err.message[:MAX_TEXT],
-        hint=(err.hint or "")[:MAX_TEXT] or None,
+        hint=(err.hint or "")[:MAX_TEXT] or None, cost=answer.cost,
     )
 
 

@@ -27,8 +27,11 @@ CREATE TABLE IF NOT EXISTS ontoos_audit.events (
   hint          text,
   rows          integer,
   truncated     boolean,
-  elapsed_ms    double precision
+  elapsed_ms    double precision,
+  cost          double precision
 );
+-- a store made before the cost column (the planner's estimate: for reviewers, never for callers)
+ALTER TABLE ontoos_audit.events ADD COLUMN IF NOT EXISTS cost double precision;
 CREATE INDEX IF NOT EXISTS events_at ON ontoos_audit.events (at);
 CREATE INDEX IF NOT EXISTS events_fingerprint ON ontoos_audit.events (fingerprint, outcome);
 CREATE TABLE IF NOT EXISTS ontoos_audit.gaps (
