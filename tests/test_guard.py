@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from decimal import Decimal
 
 import pytest
 import yaml
@@ -12,7 +13,7 @@ import yaml
 from ontoos_explore import compile_exploration
 from ontoos_explore.allowed import allowed_for_read_sets, allowed_for_role
 from ontoos_explore.errors import ExploreError, GuardViolation
-from ontoos_explore.guard import ALLOWED_KINDS, AllowedSet, check
+from ontoos_explore.guard import ALLOWED_KINDS, AllowedSet, check, line_column
 from ontoos_explore.pipeline import verify
 
 from .conftest import CASES
@@ -187,3 +188,104 @@ def test_every_compiled_golden_has_one_target_per_output_column(demo):
         verdict = check(q.sql, allowed_for_role(demo, demo.role(case["role"])), len(q.params))
         assert len(verdict.targets) == len(q.columns), case["id"]
         assert set().union(*verdict.targets) <= q.touches, case["id"]
+
+
+# ---------------------------------------------------------------- conjuncts: the simple tests ANDed at the top of WHERE
+
+FLAGS = AllowedSet({("s", "w"): frozenset({"id", "name", "ns", "size", "gone"}),
+                    ("s", "c"): frozenset({"wid", "image", "size"})}, max_rows=10)
+
+
+def conjuncts(sql: str, allowed: AllowedSet = FLAGS) -> list[tuple]:
+    return [(k.alias, k.schema, k.table, k.column, k.op, k.kind, k.values) for k in check(sql, allowed).conjuncts]
+
+
+@pytest.mark.parametrize("where, expected", [
+    ("w.gone = $1", [("w", "gone", "=", "param", (1,))]),  # the whole WHERE
+    ("w.name = $1 AND w.gone = $2", [("w", "name", "=", "param", (1,)), ("w", "gone", "=", "param", (2,))]),
+    ("w.name = $1 AND (w.ns = $2 AND w.gone = $3)",  # an AND in an AND is more of the same conjunction
+     [("w", "name", "=", "param", (1,)), ("w", "ns", "=", "param", (2,)), ("w", "gone", "=", "param", (3,))]),
+    ("$1 < w.size AND $2 <> w.gone", [("w", "size", ">", "param", (1,)), ("w", "gone", "<>", "param", (2,))]),
+    ("w.gone != $1", [("w", "gone", "<>", "param", (1,))]),
+    ("w.ns IN ($1, $2) AND w.ns NOT IN ($3) AND NOT (w.name IN ($4, $5))",
+     [("w", "ns", "IN", "param", (1, 2)), ("w", "ns", "NOT IN", "param", (3,)), ("w", "name", "NOT IN", "param", (4, 5))]),
+    ("w.gone IS NULL AND w.ns IS NOT NULL", [("w", "gone", "IS NULL", "none", ()), ("w", "ns", "IS NOT NULL", "none", ())]),
+    ("gone = $1", [("w", "gone", "=", "param", (1,))]),  # unqualified: its one relation
+    # constants (the guard refuses them, and says so; policy still sees what they are)
+    ("w.size = 0 AND w.gone = false AND w.ns = '' AND w.name = 'x' AND w.id = -1.50 AND w.ns IN ('a', 'b')",
+     [("w", "size", "=", "const", (0,)), ("w", "gone", "=", "const", (False,)), ("w", "ns", "=", "const", ("",)),
+      ("w", "name", "=", "const", ("x",)), ("w", "id", "=", "const", (Decimal("-1.50"),)),
+      ("w", "ns", "IN", "const", ("a", "b"))]),
+], ids=["whole-where", "and", "nested-and", "reversed", "not-equals", "in-lists", "null-tests", "unqualified", "constants"])
+def test_conjuncts_are_the_simple_tests_anded_at_the_top_of_where(where, expected):
+    sql = f"SELECT w.name FROM s.w w WHERE {where} LIMIT 1"
+    assert conjuncts(sql) == [(a, "s", "w", c, op, kind, values) for a, c, op, kind, values in expected]
+
+
+@pytest.mark.parametrize("where", [
+    "w.gone = $1 OR $2",  # under OR: not every row
+    "(w.gone = $1 OR w.name = $2)",
+    "NOT (w.gone = $1)",  # NOT of anything but IN
+    "NOT (NOT (w.gone IN ($1)))",
+    "w.gone = $1::boolean",  # a cast is no single $n
+    "w.gone = w.ns",  # two columns
+    "$1 = $2",
+    "w.gone = NULL",
+    "w.ns IN ($1, 'x')",  # parameters and constants mixed
+    "w.name LIKE $1 AND w.size BETWEEN $2 AND $3",  # not an always-filter's operator
+    "x.gone = $1",  # no such alias
+    "w.ctid = $1 AND w.secret = $2",  # a system column, a column the guard refuses
+    "$1",
+], ids=["or-a-parameter", "or", "not", "not-not-in", "cast", "two-columns", "two-parameters", "equals-null",
+        "mixed-in", "like-between", "unknown-alias", "refused-columns", "bare-parameter"])
+def test_other_shapes_are_not_conjuncts(where):
+    assert conjuncts(f"SELECT w.name FROM s.w w WHERE {where} LIMIT 1") == []
+
+
+def test_conjuncts_name_the_alias_so_a_table_read_twice_is_two_relations():
+    sql = ("SELECT w.name FROM s.w w INNER JOIN s.w v ON v.id = w.id INNER JOIN s.c x ON x.wid = w.id "
+           "WHERE w.gone = $1 AND x.size > $2 LIMIT 1")
+    verdict = check(sql, FLAGS)
+    assert verdict.ok and verdict.relations == {W, C}
+    assert verdict.ranges == {("w", *W), ("v", *W), ("x", *C)}
+    assert [(k.alias, k.column) for k in verdict.conjuncts] == [("w", "gone"), ("x", "size")]
+    assert check("SELECT name FROM s.w LIMIT 1", FLAGS).ranges == {("w", *W)}  # the table's own name
+    # unqualified and ambiguous between two aliases of one table: no conjunct (and the guard refuses it)
+    assert check("SELECT w.name FROM s.w w INNER JOIN s.w v ON v.id = w.id WHERE gone = $1 LIMIT 1", FLAGS).conjuncts == ()
+
+
+def test_conjuncts_and_ranges_are_empty_without_where_or_when_the_walk_never_starts():
+    assert check("SELECT w.name FROM s.w w LIMIT 1", FLAGS).conjuncts == ()
+    for sql in ("SELEC 1", "DELETE FROM s.w", "SELECT w.name FROM s.w w WHERE w.gone = $1\0 LIMIT 1"):
+        verdict = check(sql, FLAGS)
+        assert verdict.conjuncts == () and verdict.ranges == frozenset()
+
+
+def test_conjunct_locations_point_at_the_test(allowed):
+    sql = "SELECT c.key FROM lake.config_entries c\nWHERE c.key = $1 AND c.is_sensitive = $2 LIMIT 10"
+    (_, filtered) = check(sql, allowed).conjuncts
+    assert line_column(sql, filtered.location) == (2, 37)
+
+
+def test_every_compiled_golden_writes_each_always_filter_as_a_top_level_conjunct(demo):
+    """The compiler's contract parameters (ParamSlot.caller False) all meet a column in a top-level conjunct."""
+    golden = yaml.safe_load((CASES / "golden.yaml").read_text())
+    for case in golden:
+        q = compile_exploration(case["source"], demo, case["role"])
+        verdict = check(q.sql, allowed_for_role(demo, demo.role(case["role"])), len(q.params))
+        pinned = {n for k in verdict.conjuncts if k.kind == "param" for n in k.values}
+        contract = {i + 1 for i, slot in enumerate(q.slots) if not slot.caller}
+        assert contract <= pinned, case["id"]
+        assert len(verdict.ranges) == len(q.datasets), case["id"]
+
+
+def test_a_nul_is_refused_where_it_is_whatever_follows_it(allowed):
+    sql = "SELECT w.name\nFROM lake.k8s_workloads w\0 LIMIT 1"
+    verdict = check(sql, allowed)
+    assert [v.kind for v in verdict.violations] == ["NulCharacter"]
+    v = verdict.to_json(sql)["violations"][0]
+    assert (v["line"], v["column"]) == (2, 26)
+    # the same text up to the NUL is accepted: the NUL is the whole refusal
+    assert check(sql.replace("\0", ""), allowed).ok
+    surrogate = "SELECT w.name FROM lake.k8s_workloads w LIMIT 1 -- \ud800"
+    assert check(surrogate, allowed).to_json(surrogate)["violations"][0]["kind"] == "Encoding"

@@ -10,8 +10,16 @@ every item of every list is visited, so nothing nested hides (the bypass of a
 public guard was a function inside `RangeFunction.functions`, a list of lists).
 A node kind without a `visit_<Kind>` check is a violation. It parses with
 libpg_query's JSON output (about 40 us for a compiled exploration;
-benchmarks/ measures it). The types are in `verdict.py`, the parse-tree
-readers in `nodes.py`.
+benchmarks/ measures it), which reads a C string: SQL with a NUL anywhere is
+refused before parsing (the parser would stop there and check only what
+comes before), as is text with an unpaired surrogate. The types are in
+`verdict.py`, the parse-tree readers in `nodes.py`.
+
+Besides violations, the verdict says what policy needs about the SQL, from
+the same walk: the relations and columns read, where each column is placed
+(`placed`: its clause), what each SELECT-list item reads (`targets`), each
+FROM item (`ranges`) and the simple tests ANDed at the top of WHERE
+(`conjuncts`), so the contract's named-query rules need no second parse.
 
     >>> allowed = AllowedSet({("lake", "t"): frozenset({"a"})}, max_rows=10)
     >>> check('SELECT "x"."a" FROM "lake"."t" AS "x" LIMIT 11', allowed).ok
@@ -25,12 +33,12 @@ import json
 from pglast.parser import ParseError, parse_sql_json
 
 from .nodes import MAX_NAME_BYTES, _node
-from .verdict import AllowedSet, Verdict, Violation, line_column
+from .verdict import AllowedSet, Conjunct, Verdict, Violation, line_column
 from .walk import AGGREGATES, ALLOWED_KINDS, CAST_TYPES, COMPARISONS, LIKE_OPS, SYSTEM_COLUMNS, WHY, _Checker
 
 __all__ = [
     "AGGREGATES", "ALLOWED_KINDS", "CAST_TYPES", "COMPARISONS", "LIKE_OPS", "MAX_NAME_BYTES", "STATEMENT_WORDS",
-    "SYSTEM_COLUMNS", "WHY", "AllowedSet", "Verdict", "Violation", "check", "line_column",
+    "SYSTEM_COLUMNS", "WHY", "AllowedSet", "Conjunct", "Verdict", "Violation", "check", "line_column",
 ]
 
 STATEMENT_WORDS = {
@@ -46,6 +54,9 @@ STATEMENT_WORDS = {
 def check(sql: str, allowed: AllowedSet, n_params: int | None = None) -> Verdict:
     """Verify `sql` against `allowed`. `n_params`: how many $n values will be bound
     (None: any, numbered $1..$n without gaps)."""
+    unreadable = _unreadable_text(sql)
+    if unreadable is not None:
+        return Verdict((unreadable,))
     try:
         tree = json.loads(parse_sql_json(sql))
     except ParseError as e:
@@ -72,4 +83,22 @@ def check(sql: str, allowed: AllowedSet, n_params: int | None = None) -> Verdict
         frozenset(checker.columns),
         frozenset(checker.placed),
         tuple(frozenset(t) for t in checker.targets),
+        frozenset((alias, *table) for alias, table in checker.ranges.items()),
+        tuple(checker.conjuncts),
     )
+
+
+def _unreadable_text(sql: str) -> Violation | None:
+    """Text the parser would not read as it is: libpg_query reads a C string, so it stops at the first
+    NUL and would verify only what comes before; an unpaired surrogate is no UTF-8 at all."""
+    nul = sql.find("\0")
+    if nul >= 0:
+        offset = len(sql[:nul].encode("utf-8", errors="surrogatepass"))
+        return Violation("NulCharacter", "the SQL contains a NUL character: the parser stops at NUL, so what "
+                         "follows it would go unchecked; remove it", offset)
+    try:
+        sql.encode("utf-8")
+    except UnicodeEncodeError as e:
+        offset = len(sql[:e.start].encode("utf-8", errors="surrogatepass"))
+        return Violation("Encoding", "the SQL contains an unpaired surrogate, which is not UTF-8 text", offset)
+    return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from decimal import Decimal
 from typing import Any
 
 MAX_NAME_BYTES = 63  # PostgreSQL truncates identifiers to NAMEDATALEN - 1 bytes
@@ -53,3 +54,22 @@ def _const_int(body: dict) -> int | None:
     if isinstance(ival, dict):
         return int(ival.get("ival", 0))  # the JSON output leaves out zero
     return None
+
+
+NO_VALUE = object()  # what `_const_value` returns for a constant it does not read (NULL, bit strings)
+
+
+def _const_value(body: dict) -> Any:
+    """The value of an A_Const: int, Decimal (numbers with a point or exponent), str or bool; else NO_VALUE.
+    (The JSON output leaves out zero, false and the empty string: `{"ival": {}}`, `{"boolval": {}}`.)"""
+    if body.get("isnull"):
+        return NO_VALUE
+    for key, read in (("ival", int), ("fval", Decimal), ("sval", str), ("boolval", bool)):
+        if key in body:
+            inner = body[key] if isinstance(body[key], dict) else {}
+            default = {"ival": 0, "fval": "0", "sval": "", "boolval": False}[key]
+            try:
+                return read(inner.get(key, default))
+            except (ArithmeticError, ValueError, TypeError):  # pragma: no cover - the parser wrote it
+                return NO_VALUE
+    return NO_VALUE

@@ -30,6 +30,22 @@ class Violation:
 
 
 @dataclass(frozen=True, slots=True)
+class Conjunct:
+    """One conjunct of the top-level AND of WHERE (or the whole WHERE) that tests one column against
+    constants: `column op value`, `value op column`, `column [NOT] IN (values)`, `NOT (column IN (values))`,
+    `column IS [NOT] NULL`. What policy needs to see that a filter holds for every row read."""
+
+    alias: str  # the FROM item the column belongs to (a table read twice is two aliases)
+    schema: str
+    table: str
+    column: str
+    op: str  # PostgreSQL's spelling, column on the left: = <> < <= > >=, IN, NOT IN, IS NULL, IS NOT NULL
+    kind: str  # "const": literal constants; "param": $n parameters (no cast); "none": IS [NOT] NULL
+    values: tuple[Any, ...]  # const: the constants (int, Decimal, str, bool); param: the $n numbers; none: ()
+    location: int | None = None  # byte offset of the test in the SQL
+
+
+@dataclass(frozen=True, slots=True)
 class Verdict:
     violations: tuple[Violation, ...]
     relations: frozenset[tuple[str, str]] = frozenset()
@@ -38,6 +54,10 @@ class Verdict:
     # One entry per item of the SELECT list, in order: the (schema, table, column) it reads
     # (empty for count(*) or a parameter). A named query masks an output position by it.
     targets: tuple[frozenset[tuple[str, str, str]], ...] = ()
+    ranges: frozenset[tuple[str, str, str]] = frozenset()  # (alias, schema, table) of each relation in FROM
+    # The top-level conjuncts of WHERE that are simple tests of one column against constants or
+    # single $n parameters, in text order (a conjunct of any other shape is left out).
+    conjuncts: tuple[Conjunct, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -54,5 +74,5 @@ class Verdict:
 
 def line_column(sql: str, byte_offset: int) -> tuple[int, int]:
     """The 1-based (line, column) of a byte offset into `sql`."""
-    prefix = sql.encode("utf-8")[:byte_offset].decode("utf-8", errors="ignore")
+    prefix = sql.encode("utf-8", errors="surrogatepass")[:byte_offset].decode("utf-8", errors="ignore")
     return prefix.count("\n") + 1, len(prefix) - (prefix.rfind("\n") + 1) + 1

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .nodes import _const_int, _ident, _location, _node, _strings
-from .verdict import AllowedSet, Violation
+from .nodes import NO_VALUE, _const_int, _const_value, _ident, _location, _node, _strings
+from .verdict import AllowedSet, Conjunct, Violation
 
 AGGREGATES = frozenset({"count", "min", "max", "sum", "avg"})
 COMPARISONS = frozenset({"=", "<>", "!=", "<", "<=", ">", ">="})
 LIKE_OPS = frozenset({"~~", "!~~", "~~*", "!~~*"})
+FLIPPED = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}  # `value op column` as `column op' value`
 CAST_TYPES = frozenset({"int2", "int4", "int8", "integer", "bigint", "smallint", "numeric", "text", "varchar",
                         "bool", "boolean", "date", "timestamp", "timestamptz", "float8"})
 SYSTEM_COLUMNS = frozenset({"ctid", "xmin", "xmax", "cmin", "cmax", "tableoid", "oid"})
@@ -54,6 +55,7 @@ class _Checker:
         self.params: set[int] = set()
         self.targets: list[set[tuple[str, str, str]]] = []  # per SELECT-list item, in order: the columns it reads
         self.target: set[tuple[str, str, str]] = set()  # the item being walked (the walk is depth-first)
+        self.conjuncts: list[Conjunct] = []  # the simple tests ANDed at the top of WHERE, in text order
 
     def fail(self, kind: str, message: str, body: dict | None = None) -> None:
         self.violations.append(Violation(kind, message, _location(body)))
@@ -106,6 +108,7 @@ class _Checker:
             self.fail("SelectStmt", "a FROM clause naming an allowed relation is required", b)
         self._check_limit(b)
         self._collect_ranges(b.get("fromClause") or [])
+        self._collect_conjuncts(b.get("whereClause"))
         return True
 
     def _check_limit(self, b: dict) -> None:
@@ -141,6 +144,94 @@ class _Checker:
                 if name in self.ranges:
                     self.fail("RangeVar", f"'{name}' names two relations in FROM", body)
                 self.ranges[name] = table
+
+    # ------------------------------------------------------------ WHERE's top-level conjuncts
+
+    def _collect_conjuncts(self, where: Any) -> None:
+        """Each conjunct of WHERE's top-level AND (an AND nested in it is more of the same conjunction)
+        that tests one column against constants, as a `Conjunct` for policy. Nothing is checked here:
+        the walk visits every one of these nodes as it visits all the others."""
+        stack = [where]
+        while stack:
+            node = _node(stack.pop())
+            if node is None:
+                continue
+            kind, body = node
+            if kind == "BoolExpr" and body.get("boolop") == "AND_EXPR":
+                stack.extend(reversed(body.get("args") or []))
+                continue
+            found = self._conjunct(kind, body)
+            if found is not None:
+                self.conjuncts.append(found)
+
+    def _conjunct(self, kind: str, body: dict) -> Conjunct | None:
+        location = body.get("location")
+        if kind == "NullTest":
+            col = None if body.get("argisrow") else self._simple_column(body.get("arg"))
+            op = "IS NOT NULL" if body.get("nulltesttype") == "IS_NOT_NULL" else "IS NULL"
+            return None if col is None else Conjunct(*col, op, "none", (), location)
+        negated = False
+        if kind == "BoolExpr" and body.get("boolop") == "NOT_EXPR" and len(body.get("args") or ()) == 1:
+            inner = _node(body["args"][0])  # NOT (column IN (...)), as the compiler writes NOT IN
+            if inner is None or inner[0] != "A_Expr" or inner[1].get("kind") != "AEXPR_IN":
+                return None
+            (kind, body), negated = inner, True
+        if kind != "A_Expr":
+            return None
+        names = _strings(body.get("name"))
+        op = names[0] if len(names) == 1 else None
+        if body.get("kind") == "AEXPR_IN" and op in ("=", "<>"):
+            col = self._simple_column(body.get("lexpr"))
+            items = _node(body.get("rexpr"))
+            values = self._values(items[1].get("items") or []) if items and items[0] == "List" else None
+            if col is None or values is None:
+                return None
+            return Conjunct(*col, "IN" if (op == "=") != negated else "NOT IN", *values, location)
+        if negated or body.get("kind") != "AEXPR_OP" or op not in FLIPPED:
+            return None
+        col, values = self._simple_column(body.get("lexpr")), self._values([body.get("rexpr")])
+        if col is None:  # value op column
+            col, values, op = self._simple_column(body.get("rexpr")), self._values([body.get("lexpr")]), FLIPPED[op]
+        if col is None or values is None:
+            return None
+        return Conjunct(*col, op, *values, location)
+
+    def _simple_column(self, value: Any) -> tuple[str, str, str, str] | None:
+        """(alias, schema, table, column) of a column reference the walk will accept, else None."""
+        node = _node(value)
+        if node is None or node[0] != "ColumnRef":
+            return None
+        names = _strings(node[1].get("fields"))
+        if not names or any(n is None for n in names):
+            return None
+        names = [_ident(n) for n in names]
+        if len(names) == 2:
+            alias, column = names
+        elif len(names) == 1 and names[0] not in self.ranges:
+            column = names[0]
+            aliases = [a for a, t in self.ranges.items() if column in self.allowed.relations.get(t, ())]
+            alias = aliases[0] if len(aliases) == 1 else ""
+        else:
+            return None
+        table = self.ranges.get(alias)
+        if table is None or column in SYSTEM_COLUMNS or column not in self.allowed.relations.get(table, ()):
+            return None
+        return alias, table[0], table[1], column
+
+    @staticmethod
+    def _values(items: list) -> tuple[str, tuple] | None:
+        """("const", the constants) or ("param", the $n numbers) when every item is one of the same kind."""
+        out: list[tuple[str, Any]] = []
+        for item in items:
+            node = _node(item)
+            if node is not None and node[0] == "A_Const" and _const_value(node[1]) is not NO_VALUE:
+                out.append(("const", _const_value(node[1])))
+            elif node is not None and node[0] == "ParamRef":
+                out.append(("param", node[1].get("number", 0)))
+            else:
+                return None
+        kinds = {k for k, _ in out}
+        return (kinds.pop(), tuple(v for _, v in out)) if len(kinds) == 1 else None
 
     # ------------------------------------------------------------ FROM
 
