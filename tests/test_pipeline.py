@@ -78,3 +78,22 @@ def test_error_envelope_carries_meta(demo):
     env = info.value.to_envelope(exploration_id="x1", contract_hash=demo.hash)
     assert env["ok"] is False and env["meta"] == {"exploration_id": "x1", "contract_hash": demo.hash}
     assert set(env["error"]) >= {"type", "subtype", "code", "message", "hint", "position"}
+
+
+def test_a_request_checked_whole_by_its_surface_is_not_checked_again():
+    """check_json runs once per request: `Tools` checks the arguments whole and hands the JSON form on
+    as CheckedJSON, which the reader takes as checked; a plain dict is checked by the reader itself."""
+    from ontoos_explore.errors import ExploreError
+    from ontoos_explore.grammar.forms import from_json
+    from ontoos_explore.grammar.limits import CheckedJSON
+
+    nested: object = 1
+    for _ in range(18):
+        nested = [nested]
+    deep = {"dataset": "workloads", "fields": ["name"], "x": nested}
+    with pytest.raises(ExploreError) as checked:
+        from_json(deep)
+    assert "16 levels" in checked.value.message
+    with pytest.raises(ExploreError) as read:
+        from_json(CheckedJSON(deep))
+    assert "unknown key" in read.value.message or "has no" in read.value.message

@@ -140,6 +140,7 @@ class Codes:
     FLOODED = _c("EX412", POLICY, "QUERY_BUDGET_EXCEEDED", "too many requests without a valid token from an address",
                  429)
     TOO_MANY_SESSIONS = _c("EX412", POLICY, "QUERY_BUDGET_EXCEEDED", "a principal holds its most MCP sessions", 429)
+    TOO_MANY_IN_FLIGHT = _c("EX412", POLICY, "QUERY_BUDGET_EXCEEDED", "a principal runs its most queries at once", 429)
     BAD_COOKIE = _c("EX502", AUTH, "AUTH_REQUIRED", "the dashboard's sign-in cookie cannot be read", 401)
 
     # EX9xx: not the caller's fault
@@ -358,6 +359,13 @@ def too_many_sessions(principal: str, held: int) -> ExploreError:
     return ExploreError(Codes.TOO_MANY_SESSIONS, f"{principal} has {held} MCP sessions open, its most at once",
                         hint="reuse an open session (its mcp-session-id header), or end one you no longer use "
                         "with DELETE /mcp; idle sessions end after 30 minutes", reason="MCP_SESSIONS")
+
+
+def too_many_in_flight(principal: str, cap: int) -> ExploreError:
+    e = ExploreError(Codes.TOO_MANY_IN_FLIGHT, f"{principal} is running {cap} queries at once, its most",
+                     hint="retry in 1 s (meta.retry_after_s; Retry-After over HTTP), once one of them has answered; "
+                     "send queries one after another rather than all at once", reason="IN_FLIGHT")
+    return _retry_after(e, 1.0)
 
 
 def cancelled(surface: str) -> ExploreError:

@@ -262,6 +262,22 @@ def pool_held(world: World, ask: Callable[[], Seen]) -> Seen:
         assert done and done[0].status == 200, "the query holding the pool did not finish well"
 
 
+def in_flight(world: World, ask: Callable[[], Seen]) -> Seen:
+    """pat (at most one query at once here) has a slow exploration running; pat's next is refused at once."""
+    done: list[Any] = []
+    slow = threading.Thread(target=lambda: done.append(request(
+        world.server, "POST", "/api/v1/explore", who="pat", body=json.dumps({**SLOW, "limit": 15}))))
+    slow.start()
+    try:
+        wait_for(lambda: slow_query_active(world.pg_dsn), what="pat's slow query")
+        seen = ask()
+        assert seen.envelope["meta"]["retry_after_s"] >= 1, seen
+        return seen
+    finally:
+        slow.join(30)
+        assert done and done[0].status == 200, "pat's running query did not finish well"
+
+
 def pool_held_stdio(world: World) -> Seen:
     """stdio's one connection held by a slow call (1.2 s, inside the analyst's 1.5 s); the next call
     waits its pool timeout (0.3 s)."""
@@ -423,6 +439,14 @@ TABLE: dict[str, dict[str, Any]] = {
                      "mcp": Flow(rate_limited_mcp, "mia's third call"),
                      "stdio": Flow(rate_limited_stdio, "mia's third call"),
                      "cli": Unreachable("the CLI has no principals, so no rate limits")},
+    "TOO_MANY_IN_FLIGHT": {
+        "rest": Flow(lambda w: in_flight(w, lambda: w.rest(Http("POST", "/api/v1/explore", json.dumps(QUESTION),
+                                                                 who="pat"))), "pat's second query at once"),
+        "mcp": Flow(lambda w: in_flight(w, lambda: w.mcp_call("ontoos_explore", QUESTION, who="pat")),
+                    "pat's second query at once, over MCP"),
+        "stdio": Unreachable("serve --stdio here serves one caller on one pooled connection: a second call at once "
+                             "waits for that connection (UPSTREAM_UNAVAILABLE) under the default cap of 4"),
+        "cli": Unreachable("a CLI run is one query")},
     "CANCELLED": {"rest": Flow(cancelled_rest, "a client gone half-way through its body"),
                   "mcp": Flow(cancelled_mcp, "notifications/cancelled"),
                   "stdio": Flow(cancelled_stdio, "notifications/cancelled"),
@@ -717,7 +741,8 @@ def server(pg_dsn, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("error-table")
     contract = prepare(pg_dsn, workdir)
     srv = start_hostile_server("error-table", pg_dsn, workdir / "server",
-                               config_extra={"mcp_sessions": 1, "auth_failures": {"per_minute": 0.01, "burst": 3}},
+                               config_extra={"mcp_sessions": 1, "max_in_flight": 1,
+                                             "auth_failures": {"per_minute": 0.01, "burst": 3}},
                                ONTOOS_CONTRACT=str(contract), ONTOOS_ROLE_PREFIX=PREFIX, ONTOOS_POOL_MAX="1",
                                ONTOOS_POOL_TIMEOUT="1")
     yield srv, workdir, contract

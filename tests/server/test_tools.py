@@ -368,3 +368,41 @@ async def test_a_get_asks_exactly_what_the_same_post_asks(tools):
     via_post = await tools.call("ontoos_explore", QUESTION, ALICE, "rest")
     assert via_get.ok and without_ids(via_get.envelope) == without_ids(via_post.envelope)
     assert via_get.compiled.fingerprint == via_post.compiled.fingerprint
+
+
+async def test_a_principal_runs_at_most_its_queries_at_once_and_is_refused_at_once_past_them(pg_dsn):
+    """One principal cannot hold the whole pool: past `max_in_flight`, a query is refused without
+    waiting for a connection; other tools, other principals and later queries go on."""
+    contract = sleepy_lake.install(pg_dsn, SLOW_SCHEMA, SLOW_PREFIX)
+    settings = Settings(dsn=pg_dsn, pool_max=2, role_prefix=SLOW_PREFIX)
+    p = await open_pool(pg_dsn, settings)
+    pat, sam = Principal("pat", "patient", max_in_flight=1), Principal("sam", "patient", max_in_flight=1)
+    try:
+        tools = Tools(contract, Explorer(contract, Executor(p, settings)), None, Trail())
+        slow = asyncio.create_task(tools.call("ontoos_explore", {"dataset": "slow", "fields": ["id"], "limit": 6}, pat))
+        deadline = time.monotonic() + 30
+        while not _active(pg_dsn):
+            assert time.monotonic() < deadline and not slow.done(), "the slow call never started"
+            await asyncio.sleep(0.02)
+        assert tools.in_flight == {"pat": 1}
+        second = await tools.call("ontoos_explore", {"dataset": "things", "fields": ["id"], "limit": 1}, pat, "rest")
+        err = second.envelope["error"]
+        assert (second.status, err["code"], second.error.reason) == (429, "EX412", "IN_FLIGHT")
+        assert "pat is running 1 queries at once" in err["message"] and second.envelope["meta"]["retry_after_s"] == 1
+        assert (await tools.call("ontoos_catalog", {}, pat)).ok  # not a query: not counted
+        assert (await tools.call("ontoos_explore", {"dataset": "things", "fields": ["id"], "limit": 1}, sam)).ok
+        assert (await slow).ok and tools.in_flight == {}
+        assert (await tools.call("ontoos_explore", {"dataset": "things", "fields": ["id"], "limit": 1}, pat)).ok
+        assert [e.error_code for e in tools.audit.events if e.principal == "pat"].count("EX412") == 1
+    finally:
+        await p.close()
+
+
+def test_the_in_flight_cap_is_configured_per_server_and_per_principal(demo):
+    config = ServerConfig.model_validate({"max_in_flight": 2, "principals": {
+        "a": {"role": "analyst", "token_sha256": "a" * 64},
+        "b": {"role": "analyst", "token_sha256": "b" * 64, "max_in_flight": 7}}})
+    auth = Authenticator(config, demo)
+    assert (auth.by_name("a").max_in_flight, auth.by_name("b").max_in_flight) == (2, 7)
+    assert Authenticator(ServerConfig.model_validate({"principals": {"a": {
+        "role": "analyst", "token_sha256": "a" * 64}}}), demo).by_name("a").max_in_flight == 4

@@ -31,7 +31,7 @@ from ..ir import (
 )
 from ..names import close_matches, is_identifier
 from ..types import python_kind
-from .limits import MAX_TEXT, check_json, check_shape, check_text
+from .limits import MAX_TEXT, CheckedJSON, check_json, check_shape, check_text
 from .parser import parse, parse_text
 
 JSON_KEYS = ("dataset", "fields", "filter", "relations", "group_by", "order_by", "limit", "query")
@@ -187,7 +187,8 @@ def from_json(body: Any) -> Exploration:
     """The JSON form (a dict, as from MCP or a parsed REST body) -> Exploration."""
     if not isinstance(body, dict):
         raise _bad("the exploration must be a JSON object", 'e.g. {"dataset": "workloads", "fields": ["name"]}')
-    check_json(body, "the exploration")
+    if not isinstance(body, CheckedJSON):
+        check_json(body, "the exploration")
     unknown = [k for k in body if k not in JSON_KEYS]
     if unknown:
         key = str(unknown[0])

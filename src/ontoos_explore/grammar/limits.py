@@ -58,6 +58,13 @@ def _place(path: str, key: object) -> str:
     return f"{path}[?]" if path else "[?]"
 
 
+class CheckedJSON(dict):
+    """A JSON object `check_json` has passed already (a surface checked the whole request): readers
+    that would check it again (`forms.from_json`) take it as it is, so each request is checked once."""
+
+    __slots__ = ()
+
+
 def check_json(value: object, what: str = "the request") -> None:
     """Refuse a JSON value no surface should read further: nested deeper than MAX_JSON_DEPTH,
     more than MAX_JSON_VALUES values or MAX_JSON_CHARS characters, or a key or string with a

@@ -27,6 +27,11 @@ saying how many there were. A valid token never draws on it.
 
 A principal holds at most `mcp_sessions` MCP sessions at once (default 64):
 one more is refused 429 (EX412, reason MCP_SESSIONS) until one ends.
+
+A principal runs at most `max_in_flight` explorations and named queries at
+once (default 4, per principal `max_in_flight` overrides it): one principal
+cannot take the whole connection pool from everyone else; one more is
+refused 429 (EX412, reason IN_FLIGHT) at once, with a retry hint.
 """
 
 from __future__ import annotations
@@ -78,6 +83,7 @@ class PrincipalConfig(BaseModel):
     reviewer: bool = False
     rate_limit: RateLimitConfig | Literal[False] | None = Field(
         None, description="this principal's limit; false for none; absent for the server's rate_limit")
+    max_in_flight: int | None = Field(None, ge=1, description="queries at once; absent: the server's max_in_flight")
 
     @field_validator("token_sha256")
     @classmethod
@@ -89,6 +95,7 @@ class PrincipalConfig(BaseModel):
 
 
 DEFAULT_AUTH_FAILURES = RateLimitConfig(per_second=10, burst=100)
+DEFAULT_IN_FLIGHT = 4  # queries one principal runs at once (the pool holds 8 connections by default)
 
 
 class ServerConfig(BaseModel):
@@ -98,6 +105,8 @@ class ServerConfig(BaseModel):
         None, description="requests without a valid token, per client address; absent: 10 per second in bursts "
         "of 100; false: no limit")
     mcp_sessions: int = Field(64, ge=1, description="MCP sessions one principal may hold open at once")
+    max_in_flight: int = Field(DEFAULT_IN_FLIGHT, ge=1,
+                               description="explorations and named queries one principal may run at once")
     principals: dict[str, PrincipalConfig] = {}
 
     def auth_failure_limit(self) -> "RateLimit | None":
@@ -130,6 +139,7 @@ class Principal:
     role: str
     reviewer: bool = False
     rate: RateLimit | None = None  # None: not limited
+    max_in_flight: int = DEFAULT_IN_FLIGHT  # queries at once
 
 
 class RateLimiter:
@@ -190,7 +200,8 @@ class Authenticator:
         self.failure_limit = config.auth_failure_limit()  # requests without a valid token, per address
         self._entries = [
             (bytes.fromhex(pc.token_sha256),
-             Principal(name, contract.role(pc.role).name, pc.reviewer, config.rate_of(pc)))
+             Principal(name, contract.role(pc.role).name, pc.reviewer, config.rate_of(pc),
+                       pc.max_in_flight or config.max_in_flight))
             for name, pc in sorted(config.principals.items())
         ]
 

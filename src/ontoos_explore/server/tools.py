@@ -19,7 +19,6 @@ the shared guidance is `INSTRUCTIONS`.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -29,8 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field, SkipValidation, ValidationErr
 
 from ..catalog import describe_dataset, list_datasets
 from ..contract import Contract
-from ..envelope import Answer, clean_text, new_id
-from ..errors import Codes, ExploreError, InputError, cancelled, no_token, rate_limited
+from ..envelope import Answer, new_id
+from ..errors import Codes, ExploreError, InputError, cancelled, no_token, rate_limited, too_many_in_flight
+from ..grammar.limits import CheckedJSON
 from ..grammar.forms import from_json
 from ..grammar.limits import check_json
 from ..ir import Exploration
@@ -226,6 +226,7 @@ def _asked(name: str, arguments: Any) -> Exploration | None:
 
 
 Handler = Callable[[BaseModel, dict[str, Any], Principal], Awaitable[Answer]]
+QUERYING = ("ontoos_explore", "ontoos_run_query")  # the tools that take a database connection
 
 
 class Tools:
@@ -239,6 +240,7 @@ class Tools:
         self.handlers: dict[str, Handler] = {
             "ontoos_catalog": self._catalog, "ontoos_explore": self._explore,
             "ontoos_queries": self._queries, "ontoos_run_query": self._run_query}
+        self.in_flight: dict[str, int] = {}  # principal name -> queries running now (one event loop: no lock)
 
     # ------------------------------------------------------------ the entry point
 
@@ -284,10 +286,7 @@ class Tools:
             event = event_for(answer, principal=principal.name if principal else None,
                               role=principal.role if principal else None, surface=surface,
                               source=source, contract=self.contract)
-            # hostile text (a NUL, a lone surrogate) must not reach, and jam, the audit store's COPY
-            self.audit.record(dataclasses.replace(event, **{
-                f.name: clean_text(v) for f in dataclasses.fields(event)
-                if isinstance(v := getattr(event, f.name), str)}))
+            self.audit.record(event)  # its text is made storable (NUL, lone surrogates) as it is written
         except Exception:  # the audit must never break an answer
             logging.getLogger("ontoos_explore.audit").exception("could not record an event")
 
@@ -313,12 +312,26 @@ class Tools:
             if name not in TOOLS:
                 raise InputError(Codes.UNKNOWN_TOOL, f"no tool '{str(name)[:60]}'", hint=f"tools: {', '.join(TOOLS)}")
             args = validate(name, TOOLS[name][2], arguments)
-            return await self.handlers[name](args, arguments, principal)
+            if name not in QUERYING:
+                return await self.handlers[name](args, arguments, principal)
+            running = self.in_flight.get(principal.name, 0)
+            if running >= principal.max_in_flight:  # at once: no wait for a connection the pool may not have
+                raise too_many_in_flight(principal.name, principal.max_in_flight)
+            self.in_flight[principal.name] = running + 1
+            try:
+                return await self.handlers[name](args, arguments, principal)
+            finally:
+                left = self.in_flight[principal.name] - 1
+                if left:
+                    self.in_flight[principal.name] = left
+                else:
+                    del self.in_flight[principal.name]
         except ExploreError as e:
             return self._refusal(e)
 
     async def _explore(self, args: ExploreInput, arguments: dict[str, Any], principal: Principal) -> Answer:
-        form = {k: v for k, v in arguments.items() if k != "dry_run"}  # as given: the reader names what is wrong
+        # as given (the reader names what is wrong), and checked whole already (check_json, above)
+        form = CheckedJSON((k, v) for k, v in arguments.items() if k != "dry_run")
         answer = await self.explorer.explore(form, principal.role, dry_run=args.dry_run)
         if args.dry_run and answer.error is not None and answer.error.retry_with is not None:
             # the retry must stay a dry run: sent back unchanged, it must not read rows
