@@ -208,15 +208,18 @@ def conjuncts(sql: str, allowed: AllowedSet = FLAGS) -> list[tuple]:
     ("$1 < w.size AND $2 <> w.gone", [("w", "size", ">", "param", (1,)), ("w", "gone", "<>", "param", (2,))]),
     ("w.gone != $1", [("w", "gone", "<>", "param", (1,))]),
     ("w.ns IN ($1, $2) AND w.ns NOT IN ($3) AND NOT (w.name IN ($4, $5))",
-     [("w", "ns", "IN", "param", (1, 2)), ("w", "ns", "NOT IN", "param", (3,)), ("w", "name", "NOT IN", "param", (4, 5))]),
-    ("w.gone IS NULL AND w.ns IS NOT NULL", [("w", "gone", "IS NULL", "none", ()), ("w", "ns", "IS NOT NULL", "none", ())]),
+     [("w", "ns", "IN", "param", (1, 2)), ("w", "ns", "NOT IN", "param", (3,)),
+      ("w", "name", "NOT IN", "param", (4, 5))]),
+    ("w.gone IS NULL AND w.ns IS NOT NULL",
+     [("w", "gone", "IS NULL", "none", ()), ("w", "ns", "IS NOT NULL", "none", ())]),
     ("gone = $1", [("w", "gone", "=", "param", (1,))]),  # unqualified: its one relation
     # constants (the guard refuses them, and says so; policy still sees what they are)
     ("w.size = 0 AND w.gone = false AND w.ns = '' AND w.name = 'x' AND w.id = -1.50 AND w.ns IN ('a', 'b')",
      [("w", "size", "=", "const", (0,)), ("w", "gone", "=", "const", (False,)), ("w", "ns", "=", "const", ("",)),
       ("w", "name", "=", "const", ("x",)), ("w", "id", "=", "const", (Decimal("-1.50"),)),
       ("w", "ns", "IN", "const", ("a", "b"))]),
-], ids=["whole-where", "and", "nested-and", "reversed", "not-equals", "in-lists", "null-tests", "unqualified", "constants"])
+], ids=["whole-where", "and", "nested-and", "reversed", "not-equals", "in-lists", "null-tests", "unqualified",
+        "constants"])
 def test_conjuncts_are_the_simple_tests_anded_at_the_top_of_where(where, expected):
     sql = f"SELECT w.name FROM s.w w WHERE {where} LIMIT 1"
     assert conjuncts(sql) == [(a, "s", "w", c, op, kind, values) for a, c, op, kind, values in expected]
@@ -251,7 +254,8 @@ def test_conjuncts_name_the_alias_so_a_table_read_twice_is_two_relations():
     assert [(k.alias, k.column) for k in verdict.conjuncts] == [("w", "gone"), ("x", "size")]
     assert check("SELECT name FROM s.w LIMIT 1", FLAGS).ranges == {("w", *W)}  # the table's own name
     # unqualified and ambiguous between two aliases of one table: no conjunct (and the guard refuses it)
-    assert check("SELECT w.name FROM s.w w INNER JOIN s.w v ON v.id = w.id WHERE gone = $1 LIMIT 1", FLAGS).conjuncts == ()
+    ambiguous = "SELECT w.name FROM s.w w INNER JOIN s.w v ON v.id = w.id WHERE gone = $1 LIMIT 1"
+    assert check(ambiguous, FLAGS).conjuncts == ()
 
 
 def test_conjuncts_and_ranges_are_empty_without_where_or_when_the_walk_never_starts():

@@ -67,3 +67,38 @@ def test_parameters_are_held_to_the_roles_literal_budget_and_explained(tmp_path,
     with pytest.raises(ExploreError) as not_object:
         bind_params(entry, ["x"], viewer)
     assert "key: text" in not_object.value.hint and "{'" not in not_object.value.hint
+
+
+FALSE = {"value": False, "type": "boolean"}
+CONFIGS = "SELECT c.key AS key FROM lake.config_entries c"
+ATTACKS = [
+    # (id, what the entry sets, what the problem it is skipped for says)
+    ("ored", {"sql": f"{CONFIGS} WHERE (c.is_sensitive = $1 OR $2) LIMIT 11", "bind": [FALSE, "all"],
+              "parameters": [{"name": "all", "type": "boolean"}]},
+     "c.is_sensitive = false must be ANDed at the top level of WHERE"),
+    ("caller_bound", {"sql": "SELECT p.name AS key FROM lake.gitlab_projects p WHERE p.is_deleted = $1 LIMIT 11",
+                      "read_sets": ["published"], "bind": ["deleted"],
+                      "parameters": [{"name": "deleted", "type": "boolean"}]},
+     "$1 is the caller's parameter 'deleted', not the contract's constant"),
+    ("wrong_value", {"sql": f"{CONFIGS} WHERE c.is_sensitive = $1 LIMIT 11",
+                     "bind": [{"value": True, "type": "boolean"}]},
+     "$1 is bound to true, not the contract's false"),
+    ("in_order_by", {"sql": f"{CONFIGS} WHERE c.is_sensitive = $1 ORDER BY c.is_sensitive LIMIT 11", "bind": [FALSE]},
+     "may only filter or join, not appear in ORDER BY"),
+    ("in_group_by", {"sql": f"{CONFIGS} WHERE c.is_sensitive = $1 GROUP BY c.key, c.is_sensitive LIMIT 11",
+                     "bind": [FALSE]},
+     "may only filter or join, not appear in GROUP BY"),
+    ("nul", {"sql": f"{CONFIGS} WHERE c.is_sensitive = $1\0 OR true LIMIT 11", "bind": [FALSE]}, "NulCharacter"),
+]
+
+
+def test_each_entry_breaking_the_contract_is_skipped_naming_why(tmp_path, demo):
+    path = tmp_path / "queries.yaml"
+    good = {**BASE, "id": "good", "sql": f"{CONFIGS} WHERE c.key = $1 AND c.is_sensitive = $2 LIMIT 11",
+            "bind": ["key", FALSE], "parameters": [{"name": "key", "type": "text"}]}
+    path.write_text(yaml.safe_dump({"queries": [good, *({**BASE, "id": i, **over} for i, over, _ in ATTACKS)]}))
+    reg = Registry.load(path, demo)
+    assert list(reg.entries) == ["good"]
+    assert [ident for ident, _ in reg.problems] == [i for i, _, _ in ATTACKS]
+    for (ident, problem), (_, _, says) in zip(reg.problems, ATTACKS):
+        assert says in problem, (ident, problem)
