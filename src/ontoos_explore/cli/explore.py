@@ -47,10 +47,10 @@ def cmd_catalog(args) -> int:
     return EXIT_OK
 
 def cmd_check_sql(args) -> int:
-    from ..allowed import allowed_for_read_sets
+    """The guard and the contract's named-query rules (`policy.named.verify_sql`) on hand-written SQL."""
     from ..errors import BindError, Codes
-    from ..guard import check
     from ..names import did_you_mean, fold
+    from ..policy.named import verify_sql
 
     contract = _load(args)
     known = {fold(k) for k in contract.read_sets}
@@ -60,7 +60,7 @@ def cmd_check_sql(args) -> int:
             raise BindError(Codes.UNKNOWN_READ_SET, f"'{name}' is not a read set of this contract", hint=hint)
     sql = _read_file(args.file)
     max_rows = args.max_rows if args.max_rows is not None else max(r.max_rows for r in contract.roles.values())
-    verdict = check(sql, allowed_for_read_sets(contract, args.read_set, max_rows), args.params)
+    verdict = verify_sql(sql, contract, args.read_set, max_rows, args.params)
     out = verdict.to_json(sql)
     out["meta"] = {"read_sets": args.read_set, "max_rows": max_rows, "contract_hash": contract.hash}
     _emit(out)
