@@ -5,7 +5,7 @@ Every module passes alone and in any order. To check that, ONTOOS_TEST_REVERSE=1
 modules in reverse order and the tests of each module in reverse order too (=modules reverses
 the modules only):
 
-    ONTOOS_TEST_REVERSE=1 .venv/bin/pytest -p no:xdist -q
+    ONTOOS_TEST_REVERSE=1 .venv/bin/pytest -n 0 -q
 """
 
 from __future__ import annotations
@@ -37,11 +37,14 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session", autouse=True)
 def _drop_test_databases():
-    """The databases tests made with tests.databases.new_database, dropped at the end."""
+    """The databases tests made with tests.databases.new_database, dropped at the end on a server that
+    is not the session's own (ONTOOS_TEST_DSN); an embedded one goes with its directory (dropping
+    each would cost a checkpoint)."""
     from tests import databases
 
     yield
-    databases.drop_created()
+    if os.environ.get("ONTOOS_TEST_DSN"):
+        databases.drop_created()
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ A server under test writes its audit to `ontoos_audit` in its exploration databa
 ONTOOS_AUDIT_DSN says otherwise; pointing each one at a database of its own means its tests read
 exactly the events it recorded (no baseline to take, nothing left by an earlier test or module to
 count) and never disturb another module's counts. `drop_created()` drops them all (conftest does,
-at the end of the session).
+at the end of a session on ONTOOS_TEST_DSN; an embedded server is thrown away whole).
 """
 
 from __future__ import annotations

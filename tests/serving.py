@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import os
+import random
 import shutil
 import signal
 import socket
@@ -47,10 +49,36 @@ def ontoos_executable() -> str:
     return found
 
 
+# Ports for test servers come from below the kernel's ephemeral range (32768-60999 by default), so an
+# outgoing connection (a client's own end) can never take one between free_port() and the server's
+# bind; each pytest-xdist worker has a range of its own, so two workers never hand out the same one.
+PORTS_FROM, PORTS_PER_WORKER = 12_000, 4_000
+_handed_out: set[int] = set()
+
+
+def _port_range() -> range:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # gw0, gw1, ... ("" without xdist)
+    index = int(worker[2:]) + 1 if worker.startswith("gw") and worker[2:].isdigit() else 0
+    start = PORTS_FROM + (index % 5) * PORTS_PER_WORKER
+    return range(start, start + PORTS_PER_WORKER)
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listens on, from this worker's range, not handed out before here."""
+    ports = _port_range()
+    first = random.randrange(len(ports))  # another session on the machine starts elsewhere in the range
+    for i in range(len(ports)):
+        port = ports[(first + i) % len(ports)]
+        if port in _handed_out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise ServeError(f"no free loopback port in {ports.start}-{ports.stop - 1}")
 
 
 def wait_healthy(proc: subprocess.Popen, port: int, *, stderr: Callable[[], str], name: str = "ontoos serve",

@@ -1,9 +1,8 @@
-"""Shared helpers for the governance tests: the audit table, synthetic events, ports."""
+"""Shared helpers for the governance tests: the audit table, synthetic events (ports: tests/serving.py)."""
 
 from __future__ import annotations
 
 import datetime as dt
-import socket
 import uuid
 from typing import Any
 
@@ -53,9 +52,3 @@ def insert(dsn: str, events: list[audit.Event]) -> None:
     with psycopg.connect(dsn) as conn:
         audit.ensure_schema(conn)
         audit.write(conn, events)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

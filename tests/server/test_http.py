@@ -122,15 +122,18 @@ def server(pg_dsn, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def down_server(tmp_path_factory):
-    """A server whose database does not exist: a socket directory with no PostgreSQL in it."""
+def down_server(pg_dsn, tmp_path_factory):
+    """A server whose database does not exist: a socket directory with no PostgreSQL in it. Its audit
+    has a store of its own (else the shutdown waits out the flush of events it can never write)."""
     empty = tmp_path_factory.mktemp("no-postgres")
     dsn = f"postgresql://postgres@/postgres?host={empty}&connect_timeout=1"
+    audit_dsn = new_database(pg_dsn, "http_down_audit")
     srv = start_server("down", tmp_path_factory.mktemp("http-down"), {
         "ONTOOS_DSN": dsn,
+        "ONTOOS_AUDIT_DSN": audit_dsn,
         "ONTOOS_QUERY_ROLES": "off",  # start-up must not need the database
         "ONTOOS_POOL_TIMEOUT": "2",   # answer 503 after 2 s instead of the default 5 s
-    }, [dsn, str(empty), "connect_timeout"])
+    }, [dsn, str(empty), "connect_timeout", pg_dsn, audit_dsn, database_of(audit_dsn)])
     yield srv
     srv.stop_cleanly()
 
