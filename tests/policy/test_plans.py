@@ -31,19 +31,29 @@ def test_a_compiled_plan_carries_what_execution_needs(demo):
     assert (p.role, p.max_rows, p.timeout_ms, p.max_cost) == ("analyst", 500, 5000, 100000)
     assert [d for d, _ in p.cost_hints] == ["workloads", "containers"]
     assert p.masked == frozenset()
-    assert p.hint_columns("workloads") == hint_columns(demo, demo.dataset("workloads"))
+    assert p.hint_columns("workloads") == hint_columns(demo, demo.dataset("workloads"), demo.scope(demo.role("analyst")))
 
 
-def test_hint_columns_are_readable_enums_and_join_keys(demo):
-    for ds in demo.datasets.values():
-        cols = hint_columns(demo, ds)
-        assert len(cols) <= 4
-        for name in cols:
-            col = ds.column(name)
-            assert may_read(col)
-            keys = {c for r in demo.relations_from(ds.name) for c in r.join} | \
-                   {c for r in demo.relations_to(ds.name) for c in r.join.values()}
-            assert col.type == "enum" or col.name in keys
+def test_hint_columns_are_readable_enums_and_join_keys_of_relations_the_caller_may_follow(demo):
+    for role in demo.roles.values():
+        scope = demo.scope(role)
+        for ds in demo.readable_datasets(role):
+            cols = hint_columns(demo, ds, scope)
+            assert len(cols) <= 4
+            keys = {c for r in demo.relations_from(ds.name) if r.to.lower() in scope for c in r.join} | \
+                   {c for r in demo.relations_to(ds.name) if r.from_.lower() in scope for c in r.join.values()}
+            for name in cols:
+                col = ds.column(name)
+                assert may_read(col) and (col.type == "enum" or col.name in keys), (role.name, ds.name, name)
+
+
+def test_a_cost_hint_never_names_a_key_of_a_relation_outside_the_read_sets(demo):
+    """workloads.cluster is a join key only towards a dataset the viewer may not read: its hint leaves it out."""
+    viewer = demo.role("viewer")
+    q = compile_exploration("explore workloads fields name where namespace = 'x'", demo, "viewer")
+    everything = hint_columns(demo, demo.dataset("workloads"), frozenset(demo.datasets))
+    assert "cluster" in everything and "cluster" not in q.plan.hint_columns("workloads")
+    assert q.plan.hint_columns("workloads") == hint_columns(demo, demo.dataset("workloads"), demo.scope(viewer))
 
 
 def test_positions_reading_a_column_callers_may_not_see_are_masked(demo):

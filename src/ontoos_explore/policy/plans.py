@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from ..contract import Column, Contract, Dataset, FilterRule, Role
+from ..names import fold
 from ..plan import Plan
 
 HINT_COLUMNS = 4  # a cost refusal names at most this many columns to filter on
@@ -38,13 +39,15 @@ def cost_ceiling(contract: Contract, role: Role, datasets: Iterable[Dataset]) ->
     return contract.heavy_max_cost if any(ds.heavy for ds in datasets) else None
 
 
-def hint_columns(contract: Contract, ds: Dataset) -> tuple[str, ...]:
-    """Columns of `ds` worth filtering on when a plan costs too much: enums and join keys, readable ones."""
-    key = ("cost_hint", ds.name)
+def hint_columns(contract: Contract, ds: Dataset, scope: frozenset[str]) -> tuple[str, ...]:
+    """Columns of `ds` worth filtering on when a plan costs too much: readable enums, and the join keys of
+    the relations the caller may follow (both ends in `scope`, its readable datasets): a key that is
+    there only for a relation outside the caller's read sets would tell of that relation."""
+    key = ("cost_hint", ds.name, scope)
     found = contract.derived.get(key)
     if found is None:
-        keys = {c for r in contract.relations_from(ds.name) for c in r.join}
-        keys |= {c for r in contract.relations_to(ds.name) for c in r.join.values()}
+        keys = {c for r in contract.relations_from(ds.name) if fold(r.to) in scope for c in r.join}
+        keys |= {c for r in contract.relations_to(ds.name) if fold(r.from_) in scope for c in r.join.values()}
         found = tuple(c.name for c in ds.readable_columns() if c.type == "enum" or c.name in keys)[:HINT_COLUMNS]
         contract.derived[key] = found
     return found
@@ -66,5 +69,5 @@ def plan_for(contract: Contract, role: Role, datasets: Sequence[Dataset], max_ro
         timeout_ms=timeout_ms,
         max_cost=cost_ceiling(contract, role, unique),
         masked=masked_positions(sources),
-        cost_hints=tuple((ds.name, hint_columns(contract, ds)) for ds in unique),
+        cost_hints=tuple((ds.name, hint_columns(contract, ds, contract.scope(role))) for ds in unique),
     )
