@@ -419,14 +419,17 @@ async def _ontoos_promote_writes_a_pending_entry(capsys, demo, registry_file, fi
     assert entry["sql"].count("$") == 4 and "$4" in entry["sql"]
     for literal in ("'prod'", "'Deployment'", "sandbox"):
         assert literal not in entry["sql"]
-    # its SQL passes the guard, as the guard and as `ontoos check-sql`
+    # its SQL passes the guard; `ontoos check-sql`, which has no bind list, passes all but the always-filter,
+    # whose value it cannot see ($4 is bound to the contract's constant in the registry): it fails closed
     verdict = check(entry["sql"], allowed_for_read_sets(demo, entry["read_sets"], entry["max_rows"]), len(entry["bind"]))
     assert verdict.ok, verdict.violations
     sql_file = tmp_path / "promoted.sql"
     sql_file.write_text(entry["sql"], encoding="utf-8")
     code, out, _ = await arun_cli(capsys, "check-sql", "--read-set", "published", "--max-rows", str(entry["max_rows"]),
                                   "--params", "4", str(sql_file))
-    assert code == 0 and out["ok"] is True
+    assert code == 2 and out["ok"] is False
+    [violation] = out["violations"]
+    assert violation["kind"] == "AlwaysFilter" and "$4" in violation["message"]
     return entry
 
 
