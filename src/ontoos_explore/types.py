@@ -19,12 +19,22 @@ A quoted string also converts to a number or boolean when its text is one
 (`replicas = '3'`, as the flag form `--filter replicas=3` writes it); a bare
 number never silently becomes text (`name = 123` is a mismatch whose fix is
 to quote it).
+
+What a column holds bounds every number before anything converts or writes it
+out (`value_unfit`): integer columns are 64-bit; numeric is PostgreSQL's
+numeric, at most NUMERIC_WHOLE_DIGITS digits before the point and
+NUMERIC_SCALE after it; an integer is read and written (`int(text)`,
+`str(n)`) up to MAX_INTEGER_DIGITS digits, past which Python refuses both (its
+conversion is quadratic). `Decimal('1e7000000')` costs nothing to hold, its
+digits written out or as an int cost seconds: a number past these is out of
+range for every column, and is refused as such.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import re
+import sys
 from decimal import Decimal, InvalidOperation
 from typing import Literal
 
@@ -37,6 +47,10 @@ TEXT_TYPES = frozenset({"text", "enum"})
 ORDERED_TYPES = frozenset({"text", "integer", "numeric", "date", "timestamp", "enum"})
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+NUMERIC_WHOLE_DIGITS = 131_072  # PostgreSQL numeric: digits before the point ...
+NUMERIC_SCALE = 16_383  # ... and after it
+MAX_INTEGER_DIGITS = min(4_300, sys.get_int_max_str_digits() or 4_300)  # int(text) and str(n) take at most these
+INTEGER_BOUND = 10**MAX_INTEGER_DIGITS  # |n| < INTEGER_BOUND: at most MAX_INTEGER_DIGITS digits
 _INT_RE = re.compile(r"-?[0-9]+")
 _DEC_RE = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 
@@ -53,6 +67,51 @@ class LiteralTypeError(ValueError):
         self.fix = fix
 
 
+def integer_unfit(digits: int) -> str | None:
+    """Why an integer written with `digits` digits cannot be read, or None."""
+    return f"an integer of {digits} digits" if digits > MAX_INTEGER_DIGITS else None
+
+
+def decimal_unfit(d: Decimal) -> str | None:
+    """Why a finite Decimal fits no numeric column (too many digits before or after the point), or None.
+    O(1) for the exponent (`adjusted`), linear in the digits written (`as_tuple`)."""
+    whole = d.adjusted() + 1 if d else 1
+    if whole > NUMERIC_WHOLE_DIGITS:
+        return f"{whole} digits before the point"
+    scale = -d.as_tuple().exponent
+    if scale > NUMERIC_SCALE:
+        return f"{scale} digits after the point"
+    return None
+
+
+def value_unfit(v: object) -> str | None:
+    """Why an int or a finite Decimal fits no column, or None (anything else: None). Never converts it."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        if -INTEGER_BOUND < v < INTEGER_BOUND:  # compares sizes first: O(1) for a long one
+            return None
+        return f"an integer of more than {MAX_INTEGER_DIGITS} digits"
+    if isinstance(v, Decimal) and v.is_finite():
+        return decimal_unfit(v)
+    return None
+
+
+def _shown(n: int | str) -> str:
+    """An integer as a message quotes it: in full up to 40 digits, else by its length (never str() of a long int)."""
+    if isinstance(n, int):
+        if -10**40 < n < 10**40:
+            return str(n)
+        return "an integer of more than 40 digits"
+    return n if len(n) <= 40 else f"an integer of {len(n.lstrip('+-'))} digits"
+
+
+def _out_of_range(why: str, column_type: str) -> LiteralTypeError:
+    return LiteralTypeError(f"the number ({why}) is out of range for {a(column_type)} column",
+                            f"integer columns are 64-bit; numeric columns hold at most {NUMERIC_WHOLE_DIGITS} digits "
+                            f"before the point and {NUMERIC_SCALE} after it")
+
+
 def a(word: str) -> str:
     """'a text column', 'an enum column', 'an integer column'."""
     return ("an " if word[:1] in "aeiou" else "a ") + word
@@ -67,8 +126,13 @@ def describe(kind: str, value: object) -> str:
 
 
 def convert(kind: str, value: object, column_type: str, enum_values: tuple[str, ...] | None = None) -> Value:
-    """Convert a literal (`kind`, `value`) for a column of `column_type`."""
+    """Convert a literal (`kind`, `value`) for a column of `column_type`. A number no column holds
+    (`value_unfit`) is out of range for every column, refused before it is converted or written out."""
     text = value if kind == "string" else None
+    if kind in ("integer", "decimal"):
+        why = value_unfit(value)
+        if why is not None:
+            raise _out_of_range(why, column_type)
 
     if column_type in TEXT_TYPES:
         if text is None:
@@ -91,10 +155,16 @@ def convert(kind: str, value: object, column_type: str, enum_values: tuple[str, 
         return text
 
     if column_type == "integer":
-        if kind == "integer" or (text is not None and _INT_RE.fullmatch(text.strip())):
-            n = int(value if kind == "integer" else text.strip())
+        if kind == "integer":
+            n = value if isinstance(value, int) else int(value)
             if not INT64_MIN <= n <= INT64_MAX:
-                raise LiteralTypeError(f"{n} is out of range for an integer column", "integers are 64-bit")
+                raise LiteralTypeError(f"{_shown(n)} is out of range for an integer column", "integers are 64-bit")
+            return n
+        if text is not None and _INT_RE.fullmatch(text.strip()):
+            digits = text.strip()
+            n = int(digits) if len(digits.lstrip("-").lstrip("0")) <= 19 else None  # never int() a long one
+            if n is None or not INT64_MIN <= n <= INT64_MAX:
+                raise LiteralTypeError(f"{_shown(digits)} is out of range for an integer column", "integers are 64-bit")
             return n
         if kind == "decimal":
             raise LiteralTypeError(f"{describe(kind, value)} does not fit an integer column", "use a whole number")
@@ -106,7 +176,11 @@ def convert(kind: str, value: object, column_type: str, enum_values: tuple[str, 
         if kind == "decimal":
             return Decimal(value)
         if text is not None and _DEC_RE.fullmatch(text.strip()):
-            return Decimal(text.strip())
+            number = Decimal(text.strip())
+            why = value_unfit(number)
+            if why is not None:
+                raise _out_of_range(why, column_type)
+            return number
         raise LiteralTypeError(f"{describe(kind, value)} does not fit a numeric column", "write a number such as 2.5")
 
     if column_type == "boolean":

@@ -140,3 +140,60 @@ def test_flag_filter_that_is_neither_reports_the_parse_error():
 def test_split_top_level_keeps_parentheses_and_quotes():
     assert split_top_level("a, count(distinct b), sum(c) as s") == ["a", "count(distinct b)", "sum(c) as s"]
     assert split_top_level("'a,b', c") == ["'a,b'", "c"]
+
+
+# ---------------------------------------------------------------- numbers, and the k=v reader
+
+import re  # noqa: E402
+from decimal import Decimal  # noqa: E402
+
+from ontoos_explore.grammar.forms import _FLAG_HEAD  # noqa: E402
+from ontoos_explore.grammar.limits import Unholdable  # noqa: E402
+from ontoos_explore.ir import Lit  # noqa: E402
+
+
+def test_json_numbers_are_literals_as_written_without_conversion():
+    e = from_json({"dataset": "w", "fields": ["a"], "filter": [{"field": "a", "value": Decimal("1E+2")}]})
+    assert e.where.value == Lit(kind="decimal", value=Decimal("1E+2"))
+    assert type(e.where.value.value) is Decimal  # validating it would have tried it as an int first
+
+
+@pytest.mark.parametrize(("text", "detail"), [
+    ("1e7000000", "7000001 digits before the point"), ("-1e-7000000", "7000000 digits after the point"),
+    ("1" * 4301, "an integer of 4301 digits"), ("1e12345678901", "12345678902 digits before the point"),
+    ("1e99999999999999999999", "an exponent of 20 digits"),  # past what Decimal itself reads
+])
+def test_a_json_number_no_column_holds_is_ex301_naming_its_place(text, detail):
+    body = loads_strict('{"dataset": "w", "fields": ["a"], "filter": [{"field": "a", "op": "in", "value": [1, %s]}]}'
+                        % text)
+    err = refused(body)
+    assert err.code == "EX301" and err.message == f"filter[0].value[1] is a number no column can hold ({detail})"
+
+
+def test_an_infinite_float_from_another_json_reader_is_ex102_at_its_place():
+    """The MCP SDK reads JSON itself: 1e7000000 reaches a tool as float('inf')."""
+    err = refused({"dataset": "w", "fields": ["a"], "filter": [{"field": "a", "value": float("inf")}]})
+    assert err.code == "EX102" and err.message == "filter[0].value is not a finite number"
+    assert isinstance(loads_strict("[1e400]")[0], Decimal) and not isinstance(loads_strict("[1]")[0], Unholdable)
+
+
+_OLD_FLAG_FILTER = re.compile(  # the reader before: the same answers, in quadratic time
+    r"\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?)\s*(!=|<>|<=|>=|=|<|>)\s*(.*?)\s*", re.DOTALL)
+
+
+@pytest.mark.parametrize("flag", [
+    "a=b", " a = b ", "a.b<=c d", "a<>\u00a0x\u00a0", "a>=\u2003", "a=\n\tmulti\nline\r\n", "a==b", "a=<b", "a!==",
+    "a\u3000<\u3000b\u3000", "a=\x1c\x1dvalue\x1e\x1f", "a = 'quoted' ", "x.y.z=1", "1a=b", "=b", "a b=c",
+])
+def test_the_k_v_reader_reads_what_the_old_regex_read(flag):
+    """The head matched, the rest stripped by str.strip: the old fullmatch's groups exactly (\\s is
+    str.isspace: NBSP, ideographic space, the separators \\x1c-\\x1f)."""
+    old, new = _OLD_FLAG_FILTER.fullmatch(flag), _FLAG_HEAD.match(flag)
+    assert (old is None) == (new is None)
+    if old is not None:
+        assert (new.group(1), new.group(2), flag[new.end():].strip()) == old.groups()
+
+
+def test_the_k_v_value_keeps_inner_whitespace():
+    e = from_flags("w", ["a"], ["name=x" + " " * 15_500 + "y "])
+    assert e.where.value.value == "x" + " " * 15_500 + "y"

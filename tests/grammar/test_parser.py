@@ -222,3 +222,47 @@ def test_an_unexpected_token_is_quoted_at_most_40_characters_long():
     with pytest.raises(ExploreError) as e:
         parse_text("explore workloads fields name where name = 'a' " + "x" * 50_000)
     assert len(e.value.message) < 150 and "(50000 characters)" in e.value.message
+
+
+# ---------------------------------------------------------------- numbers past any column, lists past the limit
+
+from ontoos_explore.grammar.limits import MAX_LIST  # noqa: E402
+from ontoos_explore.types import MAX_INTEGER_DIGITS, NUMERIC_SCALE  # noqa: E402
+
+
+def test_an_integer_literal_is_read_up_to_max_integer_digits():
+    e = parse_text(f"explore w fields a where a = -{'9' * MAX_INTEGER_DIGITS}")
+    assert e.where.value.value == -(10**MAX_INTEGER_DIGITS - 1)
+    for digits in (MAX_INTEGER_DIGITS + 1, 60_000):
+        err = refused(f"explore w fields a\nwhere a = {'1' * digits}")  # int() would raise ValueError: a 500
+        assert (err.code, err.subtype, err.type) == ("EX301", "TYPE_MISMATCH", "validation")
+        assert err.message == f"a literal is a number no column can hold (an integer of {digits} digits)"
+        assert err.to_error()["position"] == {"line": 2, "column": 11}
+        assert str(MAX_INTEGER_DIGITS) in err.hint
+
+
+def test_a_limit_past_max_integer_digits_is_refused_too():
+    err = refused(f"explore w fields a limit {'9' * (MAX_INTEGER_DIGITS + 1)}")
+    assert err.code == "EX301" and err.message.startswith("the limit is a number no column can hold")
+
+
+def test_a_decimal_literal_is_read_up_to_numerics_scale():
+    e = parse_text(f"explore w fields a where a = 0.{'1' * NUMERIC_SCALE}")
+    assert -e.where.value.value.as_tuple().exponent == NUMERIC_SCALE
+    err = refused(f"explore w fields a where a = 0.{'1' * (NUMERIC_SCALE + 1)}")
+    assert err.code == "EX301" and f"{NUMERIC_SCALE + 1} digits after the point" in err.message
+
+
+def test_a_number_refusal_inside_a_json_filter_string_or_in_list_is_the_same():
+    with pytest.raises(ExploreError) as info:
+        parse("a in (1, " + "2" * 5000 + ")", start="predicate", what="filter")
+    assert info.value.code == "EX301" and "an integer of 5000 digits" in info.value.message
+
+
+def test_an_in_list_past_max_list_entries_is_refused_before_it_is_parsed():
+    parse_text("explore w fields a where a in (" + ", ".join(["1"] * MAX_LIST) + ")")
+    err = refused("explore w fields a where a in (" + ", ".join(["1"] * (MAX_LIST + 1)) + ")")
+    assert (err.code, err.message) == ("EX102", f"an 'in' list in the exploration has {MAX_LIST + 1} entries")
+    with pytest.raises(ExploreError) as info:
+        parse("a not in (" + ",".join(["'x'"] * 5000) + ")", start="predicate", what="filter")
+    assert info.value.message == "an 'in' list in filter has 5000 entries"

@@ -28,15 +28,26 @@ from ..ir import (
     OrderItem,
     Predicate,
     and_all,
+    make,
 )
 from ..names import close_matches, is_identifier
 from ..types import python_kind
-from .limits import MAX_TEXT, CheckedJSON, check_json, check_shape, check_text
+from .limits import (
+    MAX_LIST,
+    MAX_TEXT,
+    NUMBER_HINT,
+    CheckedJSON,
+    check_json,
+    check_shape,
+    check_text,
+    read_json_integer,
+    read_json_number,
+)
 from .parser import parse, parse_text
 
 JSON_KEYS = ("dataset", "fields", "filter", "relations", "group_by", "order_by", "limit", "query")
 FILTER_KEYS = ("field", "op", "value")
-MAX_ITEMS = 1000  # any list in a request; the role's budgets are far lower
+MAX_ITEMS = MAX_LIST  # any list in a request; the role's budgets are far lower
 
 # op -> (builder, value shape); one row per operator of the JSON filter objects.
 _SCALAR, _LIST, _PAIR, _NONE = "a single value", "a non-empty list of values", "a list of two values", "no value"
@@ -68,7 +79,11 @@ def _bad(message: str, hint: str | None = None, retry_with: dict | None = None) 
 
 
 def loads_strict(text: str | bytes) -> Any:
-    """json.loads that refuses NaN/Infinity and duplicate keys (a surface's first step)."""
+    """json.loads that refuses NaN/Infinity and duplicate keys (a surface's first step). Numbers are
+    read as int and exact Decimal (cheap to make, whatever the exponent: `check_json` refuses one no
+    column holds, at its place); one Python's readers refuse (an integer past MAX_INTEGER_DIGITS, an
+    exponent past Decimal's) is read again by `limits.read_json_integer`/`read_json_number` as an
+    `Unholdable`, refused the same way."""
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
@@ -92,7 +107,14 @@ def loads_strict(text: str | bytes) -> Any:
         return out
 
     try:
-        return json.loads(text, parse_constant=no_constant, object_pairs_hook=no_duplicates, parse_float=Decimal)
+        try:
+            return json.loads(text, parse_constant=no_constant, object_pairs_hook=no_duplicates, parse_float=Decimal)
+        except (ValueError, ArithmeticError) as e:
+            if isinstance(e, json.JSONDecodeError):
+                raise
+            # a number int() or Decimal() refused (or a duplicate key, NaN: refused again, the same way)
+            return json.loads(text, parse_constant=no_constant, object_pairs_hook=no_duplicates,
+                              parse_float=read_json_number, parse_int=read_json_integer)
     except RecursionError:
         raise _unreadable("the JSON nests too deeply", "an exploration is a flat JSON object") from None
     except ValueError as e:
@@ -131,11 +153,14 @@ def _name(value: Any, where: str) -> Name:
 
 
 def _literal(value: Any, where: str) -> Lit:
+    """A literal typed by `python_kind`, built without validation (which would try a Decimal as an int)."""
     try:
         kind, v = python_kind(value)
     except ValueError:
+        if isinstance(value, float):  # inf: what a JSON reader makes of a number past a double's range
+            raise _bad(f"{where} is not a finite number", NUMBER_HINT) from None
         raise _bad(f"{where} must be a string, number or boolean", "literals are JSON strings, numbers, true or false") from None
-    return Lit(kind=kind, value=v)
+    return make(Lit, kind=kind, value=v)
 
 
 def _filter_object(obj: Any, i: int) -> Predicate:
@@ -241,9 +266,10 @@ def from_json(body: Any) -> Exploration:
 
 # ---------------------------------------------------------------- CLI flags
 
-_FLAG_FILTER = re.compile(
-    r"\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?)\s*(!=|<>|<=|>=|=|<|>)\s*(.*?)\s*", re.DOTALL
-)
+# `k op v`: the head is matched, the rest is the value with its whitespace stripped (str.strip strips
+# what \s matches). Linear: each part of the head is followed by something it cannot hold. (A lazy
+# `(.*?)\s*` under fullmatch was quadratic: 1.6 s for a value of 15,500 spaces before its last letter.)
+_FLAG_HEAD = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?)\s*(!=|<>|<=|>=|=|<|>)")
 
 
 def split_top_level(text: str) -> list[str]:
@@ -272,11 +298,12 @@ def _flag_filter(text: str, i: int) -> Predicate:
     try:
         return parse(text, start="predicate", what=f"--filter #{i + 1}")
     except InputError as err:
-        m = _FLAG_FILTER.fullmatch(text)
+        m = _FLAG_HEAD.match(text)
         if m is None:
             raise err
         ref = parse(m.group(1), start="ref", what=f"--filter #{i + 1}")
-        return Compare(ref=ref, op="!=" if m.group(2) == "<>" else m.group(2), value=Lit(kind="string", value=m.group(3)))
+        value = text[m.end():].strip()
+        return Compare(ref=ref, op="!=" if m.group(2) == "<>" else m.group(2), value=Lit(kind="string", value=value))
 
 
 def from_flags(

@@ -37,7 +37,8 @@ from ..ir import (
     or_all,
 )
 from ..names import MAX_NAME
-from .limits import check_text
+from ..types import decimal_unfit, integer_unfit
+from .limits import check_lists, check_text, unholdable
 
 AGGREGATES = ("count", "min", "max", "sum", "avg")
 STARTS = ("exploration", "field", "predicate", "order_item", "ref")
@@ -77,6 +78,14 @@ def _unquote(text: str) -> str:
             out.append(ch)
             i += 1
     return "".join(out)
+
+
+def _int(tok: Token, what: str = "a literal") -> int:
+    """An INT token's value; one longer than int() reads is refused (no column holds it) before int() sees it."""
+    detail = integer_unfit(len(tok) - tok.startswith("-"))
+    if detail is not None:
+        raise unholdable(what, detail, _pos(tok))
+    return int(tok)
 
 
 def _name(tok: Token) -> str:
@@ -155,13 +164,16 @@ class ToIR(Transformer):
         return make(Lit, kind="string", value=_unquote(str(c[0])), pos=_pos(c[0]))
 
     def integer(self, c):
-        return make(Lit, kind="integer", value=int(c[0]), pos=_pos(c[0]))
+        return make(Lit, kind="integer", value=_int(c[0]), pos=_pos(c[0]))
 
     def decimal(self, c):
         try:
             value = Decimal(str(c[0]))
         except InvalidOperation:  # pragma: no cover - the token regex admits only digits
             raise InputError(Codes.SYNTAX_ERROR, f"'{c[0]}' is not a number", position=_pos(c[0]))
+        detail = decimal_unfit(value)  # no exponent in the grammar: only too many digits after the point
+        if detail is not None:
+            raise unholdable("a literal", detail, _pos(c[0]))
         return make(Lit, kind="decimal", value=value, pos=_pos(c[0]))
 
     def true(self, c):
@@ -213,7 +225,7 @@ class ToIR(Transformer):
         return ("order_by", tuple(c))
 
     def limit(self, c):
-        return ("limit", (int(c[0]), _pos(c[0])))
+        return ("limit", (_int(c[0], "the limit"), _pos(c[0])))
 
     def exploration(self, c):
         dataset = c[0]
@@ -291,6 +303,7 @@ def _translate(err: UnexpectedInput, text: str, what: str) -> InputError:
 def parse(text: str, start: str = "exploration", what: str = "the exploration"):
     """Parse `text` from the start symbol `start` into IR; raise InputError."""
     check_text(text, what)
+    check_lists(text, what)
     try:
         result = _parser().parse(text, start=start)
     except VisitError as e:  # an InputError raised inside the transformer
