@@ -54,7 +54,7 @@ from .grammar.limits import check_text
 from .grammar.parser import _unquote
 from .grammar.render import to_text
 from .ir import Exploration, Lit
-from .types import convert
+from .types import MAX_INTEGER_DIGITS, convert
 
 if TYPE_CHECKING:
     from .contract import Contract, Role
@@ -63,12 +63,16 @@ if TYPE_CHECKING:
 _WS = "[ \t\r\n\f]"
 _LITERAL = re.compile(  # one group: split() hands back text and literals alternately, no match objects
     rf"(?=[-0-9'\"lLtTfF])((?i:\blimit\b){_WS}+-?[0-9]+"  # limit N: part of the template (it changes the SQL)
-    r"|'(?:[^'\\]|''|\\.)*'|\"(?:[^\"\\]|\"\"|\\.)*\""
+    # a string as the lexer reads it, possessive; an unterminated one runs to the end (the grammar refuses
+    # it), so a text of escaped quotes is scanned once, not again from each of them (quadratic: 4 s for 16 KB)
+    r"|'(?:[^'\\]|''|\\.)*+(?:'|\\?\Z)|\"(?:[^\"\\]|\"\"|\\.)*+(?:\"|\\?\Z)"
     r"|(?<![A-Za-z0-9_.])-?[0-9]+(?:\.[0-9]+)?(?![A-Za-z0-9_.])"
     r"|(?<![A-Za-z0-9_.])(?i:true|false)(?![A-Za-z0-9_]))",
     re.S,
 )
 _MARK = {"string": "\x00s", "decimal": "\x00d", "integer": "\x00i", "boolean": "\x00b"}
+_CLOSED = re.compile(r"'(?:[^'\\]|''|\\.)*+'|\"(?:[^\"\\]|\"\"|\\.)*+\"", re.S)
+_UNREADABLE = "\x00?"  # the key of a text the grammar refuses (an unterminated string, an over-long integer)
 _SPLIT = "\x00"  # never in a normalized text: check_text refuses NUL in every input
 
 
@@ -83,6 +87,8 @@ def template_of(text: str) -> tuple[str, list[tuple[str, Any]]]:
         tok, after = pieces[i], pieces[i + 1]
         first = tok[0]
         if first in "'\"":
+            if not after and not _CLOSED.fullmatch(tok):  # unterminated: no template, the whole path refuses it
+                return _UNREADABLE + text, []
             lit(("string", _unquote(tok)))
             part(_MARK["string"])
         elif first in "lL":
@@ -93,6 +99,8 @@ def template_of(text: str) -> tuple[str, list[tuple[str, Any]]]:
         elif "." in tok:
             lit(("decimal", Decimal(tok)))
             part(_MARK["decimal"])
+        elif len(tok) - tok.startswith("-") > MAX_INTEGER_DIGITS:  # int() refuses it; so does the parser
+            return _UNREADABLE + text, []
         else:
             lit(("integer", int(tok)))
             part(_MARK["integer"])
