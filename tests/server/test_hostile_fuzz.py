@@ -272,8 +272,9 @@ def test_fuzz_mcp_tool_calls(server, session):
         post_message(server, session, message, seen)
 
     one()
-    # tool calls that ran, and tool calls refused as tool errors
-    assert seen["tool answer"] >= 5 and seen["tool refusal"] >= 5, seen
+    # tool calls that ran, and tool calls refused as tool errors (how many of each follows the policy:
+    # the draws are fixed, what the server answers to them is not this test's to pin)
+    assert seen["tool answer"] >= 1 and seen["tool refusal"] >= 10, seen
 
 
 def test_fuzz_mcp_messages(server, session):
