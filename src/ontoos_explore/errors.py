@@ -142,6 +142,8 @@ class Codes:
     TOO_MANY_SESSIONS = _c("EX412", POLICY, "QUERY_BUDGET_EXCEEDED", "a principal holds its most MCP sessions", 429)
     TOO_MANY_IN_FLIGHT = _c("EX412", POLICY, "QUERY_BUDGET_EXCEEDED", "a principal runs its most queries at once", 429)
     BAD_COOKIE = _c("EX502", AUTH, "AUTH_REQUIRED", "the dashboard's sign-in cookie cannot be read", 401)
+    UNKNOWN_SESSION = _c("EX102", VALIDATION, "INVALID_REQUEST",
+                         "no MCP session of the caller has this id (never opened, ended, or another principal's)", 404)
 
     # EX9xx: not the caller's fault
     INTERNAL_ERROR = _c("EX901", INTERNAL, "INTERNAL_ERROR", "an unexpected failure")
@@ -382,3 +384,12 @@ def not_a_route(method: str, path: str, detail: str, status: int, routes: str) -
 def transport_refused(text: str, hint: str) -> ExploreError:
     """The MCP SDK refused a request in plain text (its own status: a bad Host, Origin or Accept)."""
     return InputError(Codes.TRANSPORT_REFUSED, text[:200], hint=hint)
+
+
+def unknown_session(reason: str = "UNKNOWN_SESSION") -> ExploreError:
+    """An mcp-session-id that names no session of the caller's: unknown, ended, or another principal's
+    (`reason` FOREIGN_SESSION, for the audit only): answered alike, so an id's existence is not revealed."""
+    return InputError(Codes.UNKNOWN_SESSION, "Session not found",
+                      hint="the mcp-session-id names no open session of this token: it ended (DELETE /mcp, idle for "
+                      "30 minutes, a restart) or was never opened; send initialize without an mcp-session-id to open "
+                      "one", reason=reason)

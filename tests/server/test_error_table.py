@@ -195,6 +195,12 @@ def slow_body(world: World, path: str) -> Seen:
     return Seen("http", message, status=status)
 
 
+def foreign_session(world: World) -> Seen:
+    """vera sends alice's mcp-session-id: answered as an id of no session."""
+    r = request(world.server, "POST", "/mcp", body=TOOLS_LIST, who="vera", headers=world.mcp_session("alice"))
+    return Seen("rpc", r.json["error"]["data"], status=r.status, rpc=r.json["error"]["code"])
+
+
 def rate_limited_rest(world: World) -> Seen:
     """tina: 3 calls a minute. The fourth within the minute is refused."""
     for _ in range(4):
@@ -486,6 +492,7 @@ TABLE: dict[str, dict[str, Any]] = {
     "BAD_COOKIE": http_only(Http("POST", "/governance/approve", "id=x", {**FORM, "Cookie": "ontoos_token=stale"},
                                  who=None),
                             Unreachable("/mcp takes a bearer token, never the dashboard's cookie")),
+    "UNKNOWN_SESSION": http_only(Unreachable("REST has no sessions"), Flow(foreign_session, "alice's session, vera's token")),
     # ---------------------------------------------------------------- EX9xx
     "INTERNAL_ERROR": {s: Unreachable(BUG) for s in SURFACES},
     "CONTRACT_INVALID": cli_only(Cli(("explore", "--json", json.dumps(QUESTION)), {"ONTOOS_CONTRACT": "BAD"}),

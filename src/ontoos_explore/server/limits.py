@@ -6,7 +6,9 @@
   gap in the audit (how many, from where, first and last).
 - `SessionCaps`: MCP sessions per principal (`mcp_sessions`, default 64), so
   one token cannot hold the SDK's 10,000 for everyone; one more initialize is
-  answered 429 (EX412, reason MCP_SESSIONS) until one ends.
+  answered 429 (EX412, reason MCP_SESSIONS) until one ends. It also knows
+  whose each session is (`owner`), so a session answers only the principal
+  that opened it.
 
 `app.build_app` wires both; they keep no state beyond their tables, bounded
 by the limiter's 10,000 addresses, 1,000 open episodes, and the configured
@@ -79,23 +81,41 @@ class AuthFloods:
 class SessionCaps:
     """MCP sessions per principal: at most `cap` open at once, so one token cannot take the SDK's
     10,000 sessions from everyone else. A session counts from the response that gave its id until
-    the SDK no longer holds it (`alive`: deleted by the client, idle past its timeout, or gone)."""
+    the SDK no longer holds it (`alive`: deleted by the client, idle past its timeout, or gone).
+
+    Each session's principal is kept from that same response (`opened`), before its id reaches
+    the client: `owner(id)` names it while the SDK holds the session, None otherwise (unknown,
+    ended, or never opened here). The table holds no more ids than the sessions `full` counts."""
 
     def __init__(self, cap: int, alive) -> None:
         self.cap = cap
         self.alive = alive
         self._open: dict[str, set[str]] = {}  # principal name -> session ids
+        self._owner: dict[str, str] = {}  # session id -> principal name
 
     def full(self, principal: str) -> int:
         """How many sessions `principal` holds when that is the cap already, else 0."""
         ids = self._open.get(principal)
         if not ids:
             return 0
-        ids.difference_update([sid for sid in ids if not self.alive(sid)])
+        ended = [sid for sid in ids if not self.alive(sid)]
+        ids.difference_update(ended)
+        for sid in ended:
+            self._owner.pop(sid, None)
         return len(ids) if len(ids) >= self.cap else 0
 
     def opened(self, principal: str, session_id: str) -> None:
         self._open.setdefault(principal, set()).add(session_id)
+        self._owner[session_id] = principal
+
+    def owner(self, session_id: str) -> str | None:
+        """The principal that opened `session_id`, while the SDK holds it; else None (and forgotten)."""
+        name = self._owner.get(session_id)
+        if name is not None and not self.alive(session_id):
+            del self._owner[session_id]
+            self._open.get(name, set()).discard(session_id)
+            return None
+        return name
 
 
 def flooded(wait_s: float) -> dict[str, Any]:

@@ -9,11 +9,19 @@ answered as a JSON-RPC error carrying the envelope (`rpc_payload`: the code is
 the row's `rpc`, the status its `status`); the SDK's own plain-text refusals
 (a bad Host, Origin or Accept: its status kept) leave the same way
 (`json_errors`, via `errors.transport_refused`).
+
+A session answers only the principal that opened it. Its principal is noted
+from the response that hands out its id (`SessionCaps.opened`); any request
+(POST, the GET stream, DELETE) whose mcp-session-id names a session the SDK
+does not hold, or one another principal opened, is answered 404 UNKNOWN_SESSION
+before the SDK sees it, the same bytes either way (so a leaked id's existence
+is not revealed), and recorded (reason UNKNOWN_SESSION or FOREIGN_SESSION).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -21,13 +29,16 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 
 from ..envelope import Answer
-from ..errors import Codes, ExploreError, InputError, not_json, too_many_sessions, transport_refused
+from ..errors import Codes, ExploreError, InputError, not_json, too_many_sessions, transport_refused, unknown_session
 from ..grammar.forms import loads_strict
 from .bodies import json_media_type, read_limited
 from .limits import SessionCaps
 from .mcp_server import PRINCIPAL_KEY, build_server, http_principal
 from .rest import UNREAD_BODY
 from .tools import Tools
+
+log = logging.getLogger("ontoos_explore.http")
+SESSION_HEADER = "mcp-session-id"
 
 HINTS = {
     400: "see the MCP streamable HTTP transport: POST one JSON-RPC message with Content-Type: application/json",
@@ -146,29 +157,47 @@ class MCPEndpoint:
         self.body_timeout_s = body_timeout_s
         self.sessions = StreamableHTTPSessionManager(app=build_server(tools, http_principal),
                                                      security_settings=security)
-        # the SDK keeps its sessions in a private table; without it (another SDK), nothing is counted
+        # the SDK keeps its sessions in a private table: without it, whose a session is cannot be held
+        # to (nor sessions counted), so a server on another SDK does not start
         instances = getattr(self.sessions, "_server_instances", None)
-        self.caps = SessionCaps(mcp_sessions, (lambda sid: sid in instances) if isinstance(instances, dict) else
-                                (lambda sid: False))
+        if not isinstance(instances, dict):
+            raise RuntimeError("this MCP SDK does not expose its sessions (StreamableHTTPSessionManager."
+                               "_server_instances): sessions could not be held to their principals")
+        self.caps = SessionCaps(mcp_sessions, lambda sid: sid in instances)
 
     async def __call__(self, scope, receive, send):
         principal = scope.get(PRINCIPAL_KEY)
+        session_id = Headers(scope=scope).get(SESSION_HEADER)
         if scope["method"] == "POST":
             receive, refused = await precheck(scope, receive, self.body_timeout_s)
             if refused is not None:
                 return await rpc_response(self.tools.refuse(refused, principal, "mcp"))(scope, receive, send)
-            if principal is not None and "mcp-session-id" not in Headers(scope=scope):
+            if principal is not None and session_id is None:
                 if held := self.caps.full(principal.name):  # a request that would open one more session
                     answer = self.tools.refuse(too_many_sessions(principal.name, held), principal, "mcp")
                     return await rpc_response(answer)(scope, receive, send)
                 send = self._noting_session(send, principal.name)
+        if session_id is not None and (refused := self._not_theirs(session_id, principal)) is not None:
+            return await rpc_response(self.tools.refuse(refused, principal, "mcp"))(scope, receive, send)
         await self.sessions.handle_request(scope, receive, json_errors(send))
+
+    def _not_theirs(self, session_id: str, principal) -> ExploreError | None:
+        """None when `session_id` is an open session of `principal`; else the refusal, the same whether
+        the session is unknown, ended, or another principal's (only its audit reason differs)."""
+        owner = self.caps.owner(session_id)
+        if owner is not None and principal is not None and owner == principal.name:
+            return None
+        if owner is None:
+            return unknown_session()
+        log.warning("%s sent the mcp-session-id of a session %s opened: answered as an unknown session",
+                    principal.name if principal is not None else "a caller without a principal", owner)
+        return unknown_session("FOREIGN_SESSION")
 
     def _noting_session(self, send, principal: str):
         async def noting(message):
             if message["type"] == "http.response.start":
                 for k, v in message.get("headers") or []:
-                    if k.lower() == b"mcp-session-id":
+                    if k.lower() == SESSION_HEADER.encode():
                         self.caps.opened(principal, v.decode("latin-1"))
             await send(message)
         return noting
