@@ -1,6 +1,7 @@
 """Auth, the gaps tests/server/test_http.py and tests/governance leave: ambiguous credentials,
 credentials in the wrong place, hostile token bytes, reviewer-only routes that must refuse
-before they validate, and how tokens are kept (hashed) and compared (constant time).
+before they validate, scopes other than HTTP (a WebSocket never reaches the app, whatever token
+it carries), and how tokens are kept (hashed) and compared (constant time).
 
 Covered elsewhere, not repeated here: no token / a wrong token / other schemes on every
 route (test_http: test_no_token_is_401..., test_bad_credentials_are_401), a role whose
@@ -18,12 +19,14 @@ import http.client
 import json
 import pickle
 
+import anyio
 import pytest
 import yaml
 
 from ontoos_explore.errors import ContractError
 from ontoos_explore.server import config as config_module
 from ontoos_explore.server.config import Authenticator, ServerConfig, load_config, token_hash
+from ontoos_explore.server.middleware import BearerAuth
 from tests.server.test_hostile_support import assert_envelope, raw_exchange, request, start_hostile_server, token
 
 ACCEPT = "application/json, text/event-stream"
@@ -161,6 +164,58 @@ def test_governance_actions_refuse_an_analyst_token(server, path):
 def test_the_reviewer_gets_the_governance_api(server):
     r = request(server, "GET", "/api/v1/governance/report", who="rex")
     assert r.status == 200 and r.json["ok"] is True, r.text[:300]
+
+
+# ================================================================ scopes other than HTTP
+
+
+def _scope(kind: str, token_: str | None = None) -> dict:
+    headers = [(b"authorization", f"Bearer {token_}".encode())] if token_ else []
+    if kind == "lifespan":
+        return {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}
+    return {"type": kind, "asgi": {"version": "3.0"}, "path": "/mcp", "raw_path": b"/mcp", "query_string": b"",
+            "headers": headers + [(b"upgrade", b"websocket"), (b"connection", b"Upgrade")], "scheme": "ws",
+            "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 8765), "subprotocols": []}
+
+
+def _through_bearer_auth(demo, scope: dict) -> tuple[list[str], list[dict]]:
+    """`scope` through BearerAuth (alice's token valid): (what reached the app, what was sent back)."""
+    config = _config({"alice": "alice-token-" + "7" * 20})
+    reached, sent = [], []
+
+    async def app(scope, receive, send):
+        reached.append(scope["type"])
+
+    async def receive():
+        return {"type": "websocket.connect"} if scope["type"] == "websocket" else {"type": "lifespan.startup"}
+
+    async def send(message):
+        sent.append(message)
+
+    anyio.run(BearerAuth(app, Authenticator(config, demo)), scope, receive, send)
+    return reached, sent
+
+
+@pytest.mark.parametrize("token_", ["alice-token-" + "7" * 20, "not-a-token", None], ids=["valid", "wrong", "none"])
+def test_a_websocket_scope_is_closed_without_reaching_the_app(demo, token_):
+    reached, sent = _through_bearer_auth(demo, _scope("websocket", token_))
+    assert reached == [] and sent == [{"type": "websocket.close", "code": 1008}]
+
+
+def test_lifespan_still_reaches_the_app_and_other_scopes_do_not(demo):
+    assert _through_bearer_auth(demo, _scope("lifespan")) == (["lifespan"], [])
+    assert _through_bearer_auth(demo, _scope("webtransport", "alice-token-" + "7" * 20)) == ([], [])
+
+
+def test_the_server_does_not_upgrade_to_a_websocket(server):
+    """A WebSocket handshake with a valid token is served as the plain HTTP request it also is."""
+    data = (f"GET /api/v1/catalog HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nAuthorization: Bearer "
+            f"{token('alice')}\r\nConnection: Upgrade, close\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n").encode()
+    reply = raw_exchange(server, data, timeout=5)
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 "), reply[:300]
+    assert b"upgrade" not in head.lower().split(b"\r\n", 1)[1] and json.loads(body)["ok"] is True
 
 
 # ================================================================ tokens: hashed, compared in constant time

@@ -7,7 +7,10 @@ one: a browser's GET of a dashboard page is sent to /governance/login; past
 the per-address limit of requests without a valid token (`AuthFloods`) the
 answer is 429 (FLOODED), unrecorded; else 401 (NO_TOKEN, or BAD_COOKIE for a
 sign-in cookie that does not sign in), recorded for /mcp and /api/ paths.
-Two Authorization headers are refused, whichever of them is valid.
+Two Authorization headers are refused, whichever of them is valid. Only
+"http" scopes are authenticated and passed on, and "lifespan" (the app's
+start and stop); any other (a "websocket" one: closed, which its server
+answers 403) never reaches the app, whatever it carries.
 
 `BodyLimit` holds MAX_BODY and the body timeout on every route that reads a
 body on its own (the dashboard's forms); /api/v1/explore and /mcp check their
@@ -46,7 +49,13 @@ class BearerAuth:
         self.floods = floods
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["path"] in self.open_paths:
+        if scope["type"] == "lifespan":
+            return await self.app(scope, receive, send)
+        if scope["type"] != "http":  # no route takes a WebSocket (or anything else): never the app's
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": 1008})
+            return None
+        if scope["path"] in self.open_paths:
             return await self.app(scope, receive, send)
         headers = Headers(scope=scope)
         sent = headers.getlist("authorization")
