@@ -185,6 +185,21 @@ def test_inventory_secret_answers_like_missing():
     assert errors[0] == errors[1]
 
 
+def test_exists_with_names_the_parents_in_order_and_is_part_of_the_hash():
+    plain = INVENTORY.read_text()
+    text = apply_edits(plain, [
+        ["    heavy: true\n    always_filter:", "    heavy: true\n    exists_with: [Buyer]\n    always_filter:"],
+        ["    max_rows: 50\n    columns:", "    max_rows: 50\n    always_filter:\n      - {column: full_name, op: is not null}\n    columns:"],
+    ])
+    c = parse_contract(text, "inventory.yaml")
+    assert [r.name for r in c.parents_of("SHIPMENTS")] == ["buyer"]  # resolved, case-insensitively
+    assert c.parents_of("buyers") == () and c.parents_of("nothing") == ()
+    assert c.dataset("shipments").exists_with == ("Buyer",)  # as written
+    assert c.hash != parse_contract(apply_edits(plain, [["    max_rows: 50\n    columns:",
+                                                         "    max_rows: 50\n    always_filter:\n      - {column: full_name, "
+                                                         "op: is not null}\n    columns:"]]), "x.yaml").hash
+
+
 # ---------------------------------------------------------------- validation errors
 
 BROKEN = yaml.safe_load((CASES / "broken.yaml").read_text(encoding="utf-8"))["cases"]

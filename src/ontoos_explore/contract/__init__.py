@@ -2,7 +2,7 @@
 
 The contract says what exists and who may read what (the README's "The
 contract" shows every key). Loading validates the shape with pydantic and then the cross
-references (relations, read sets, always-filters, enums); any error is a
+references (relations, read sets, always-filters, `exists_with` chains, enums); any error is a
 `ContractError` naming the place in the file (`path:line: where: what`).
 
 Lookups are case-insensitive through tables built once per contract, so
@@ -18,9 +18,9 @@ YAML with file:line locations in `locate.py`; the cross-checks in `checks.py`;
 from __future__ import annotations
 
 from .load import load_contract, parse_contract
-from .models import FANNING, Cardinality, Column, Contract, Dataset, FilterOp, FilterRule, Relation, Role
+from .models import FANNING, TO_ONE, Cardinality, Column, Contract, Dataset, FilterOp, FilterRule, Relation, Role
 
 __all__ = [
-    "FANNING", "Cardinality", "Column", "Contract", "Dataset", "FilterOp", "FilterRule", "Relation", "Role",
+    "FANNING", "TO_ONE", "Cardinality", "Column", "Contract", "Dataset", "FilterOp", "FilterRule", "Relation", "Role",
     "load_contract", "parse_contract",
 ]

@@ -1,7 +1,9 @@
 """Contract stage, cross-checks: a shape-valid `Contract` -> its parts named, names and references checked.
 
 Relations, read sets, roles and always-filters must name what the contract
-declares; any error is a `ContractError` at the place in the file.
+declares; `exists_with` must name to-one relations from its dataset to a
+parent that hides rows (an always-filter, or parents of its own), without
+cycles; any error is a `ContractError` at the place in the file.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from ..errors import ContractError
 from ..names import fold, is_identifier
 from ..types import LiteralTypeError, convert, python_kind
 from .locate import _Locator
-from .models import Column, Contract, Dataset, FilterRule
+from .models import TO_ONE, Column, Contract, Dataset, FilterRule
 
 
 def _check_names(kind: str, names: Iterable[str], path: tuple, where: _Locator) -> None:
@@ -100,6 +102,82 @@ def _check_references(c: Contract, where: _Locator) -> None:
                     hint=f"columns of {dname}: {', '.join(d.columns)}",
                 )
             _check_filter_value(rule, col, path, where)
+
+    _check_exists_with(c, where)
+
+
+def _check_exists_with(c: Contract, where: _Locator) -> None:
+    """Each `exists_with` entry: a relation of the contract, starting at this dataset, to-one (joining its
+    parent never repeats a row), to a parent that hides rows (an always-filter, or an `exists_with` of
+    its own), listed once; and no chain of them comes back to where it started."""
+    relations = {fold(k): v for k, v in c.relations.items()}
+    datasets = {fold(k): v for k, v in c.datasets.items()}
+    parents: dict[str, list[str]] = {}
+    for dname, d in c.datasets.items():
+        seen: set[str] = set()
+        for i, name in enumerate(d.exists_with):
+            path = ("datasets", dname, "exists_with", i)
+            own = sorted(r.name for r in c.relations.values() if fold(r.from_) == fold(dname) and r.cardinality in TO_ONE)
+            rel = relations.get(fold(name))
+            if rel is None:
+                raise ContractError(
+                    where.at(path, f"'{name}' is not a relation of this contract"),
+                    hint=f"to-one relations from {dname}: {', '.join(own)}" if own else f"declare a many_to_one relation from {dname} to its parent",
+                )
+            if fold(rel.name) in seen:
+                raise ContractError(where.at(path, f"relation '{rel.name}' is listed twice"))
+            seen.add(fold(rel.name))
+            if fold(rel.from_) != fold(dname):
+                raise ContractError(
+                    where.at(path, f"relation '{rel.name}' starts at {rel.from_}, not at {dname}"),
+                    hint=f"to-one relations from {dname}: {', '.join(own)}" if own else f"declare a many_to_one relation from {dname} to its parent",
+                )
+            if rel.cardinality not in TO_ONE:
+                raise ContractError(
+                    where.at(path, f"relation '{rel.name}' is {rel.cardinality}: joining {rel.to} could repeat {dname} rows"),
+                    hint="exists_with follows many_to_one or one_to_one relations (each row has at most one parent)",
+                )
+            parent = datasets[fold(rel.to)]
+            if not parent.always_filter and not parent.exists_with:
+                raise ContractError(
+                    where.at(path, f"relation '{rel.name}' leads to {parent.name}, which hides no rows "
+                                   "(it has no always_filter and no exists_with)"),
+                    hint=f"give {parent.name} an always_filter, or drop '{rel.name}' from exists_with",
+                )
+            parents.setdefault(fold(dname), []).append(fold(parent.name))
+    _check_no_cycle(c, parents, where)
+
+
+def _check_no_cycle(c: Contract, parents: dict[str, list[str]], where: _Locator) -> None:
+    """Depth-first over dataset -> parents, iteratively; a dataset met again on the current path is a cycle."""
+    names = {fold(k): k for k in c.datasets}
+    done: set[str] = set()
+    for start in names:
+        if start in done:
+            continue
+        path: list[str] = []
+        stack: list[tuple[str, int]] = [(start, 0)]
+        while stack:
+            node, i = stack.pop()
+            if i == 0:
+                path.append(node)
+            nxt = parents.get(node, [])
+            if i < len(nxt):
+                stack.append((node, i + 1))
+                child = nxt[i]
+                if child in path:
+                    cycle = path[path.index(child):] + [child]
+                    first = names[cycle[0]]
+                    raise ContractError(
+                        where.at(("datasets", first, "exists_with"),
+                                 "exists_with makes a cycle: " + " -> ".join(names[n] for n in cycle)),
+                        hint="each chain of exists_with must end at parents that hide rows with an always_filter",
+                    )
+                if child not in done:
+                    stack.append((child, 0))
+            else:
+                path.pop()
+                done.add(node)
 
 
 def _check_filter_value(rule: FilterRule, col: Column, path: tuple, where: _Locator) -> None:

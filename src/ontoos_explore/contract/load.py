@@ -54,6 +54,8 @@ def _index(c: Contract) -> None:
         by_to.setdefault(fold(r.to), []).append(r)
     c._from.update({k: tuple(v) for k, v in by_from.items()})
     c._to.update({k: tuple(v) for k, v in by_to.items()})
+    c._parents.update({fold(d.name): tuple(c._relations[fold(r)] for r in d.exists_with)
+                       for d in c.datasets.values() if d.exists_with})
     sets = {fold(k): v for k, v in c.read_sets.items()}
     for role in c.roles.values():
         c._scope[fold(role.name)] = frozenset(fold(ds) for s in role.read_sets for ds in sets[fold(s)])

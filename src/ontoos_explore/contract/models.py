@@ -16,6 +16,7 @@ from ..types import ColumnType
 Cardinality = Literal["one_to_one", "many_to_one", "one_to_many", "many_to_many"]
 FilterOp = Literal["=", "!=", "<", "<=", ">", ">=", "in", "not in", "is null", "is not null"]
 FANNING = frozenset({"one_to_many", "many_to_many"})
+TO_ONE = frozenset({"many_to_one", "one_to_one"})  # what `exists_with` may follow: joining never repeats a row
 
 
 class _Model(BaseModel):
@@ -55,6 +56,9 @@ class Dataset(_Model):
     heavy: bool = False
     max_rows: int | None = Field(default=None, ge=1)
     always_filter: tuple[FilterRule, ...] = ()
+    # to-one relations from this dataset to its parents: a row exists only while its parent row does
+    # (joined on the relation's columns, passing the parent's always-filters and its own parents)
+    exists_with: tuple[str, ...] = ()
     columns: dict[str, Column]
     name: str = Field(default="", exclude=True)
 
@@ -142,6 +146,7 @@ class Contract(_Model):
     _roles: dict[str, Role] = PrivateAttr(default_factory=dict)
     _from: dict[str, tuple[Relation, ...]] = PrivateAttr(default_factory=dict)
     _to: dict[str, tuple[Relation, ...]] = PrivateAttr(default_factory=dict)
+    _parents: dict[str, tuple[Relation, ...]] = PrivateAttr(default_factory=dict)
     _scope: dict[str, frozenset[str]] = PrivateAttr(default_factory=dict)
     _derived: dict = PrivateAttr(default_factory=dict)
 
@@ -169,6 +174,11 @@ class Contract(_Model):
 
     def relations_to(self, dataset: str) -> tuple[Relation, ...]:
         return self.__pydantic_private__["_to"].get(fold(dataset), ())
+
+    def parents_of(self, dataset: str) -> tuple[Relation, ...]:
+        """The relations a dataset's `exists_with` names, in its order: each to-one, to a parent whose
+        always-filters (and parents) decide whether the dataset's rows exist."""
+        return self.__pydantic_private__["_parents"].get(fold(dataset), ())
 
     def scope(self, role: Role) -> frozenset[str]:
         """Folded names of the datasets `role` may read."""
