@@ -280,7 +280,7 @@ def test_every_compiled_golden_writes_each_always_filter_as_a_top_level_conjunct
         pinned = {n for k in verdict.conjuncts if k.kind == "param" for n in k.values}
         contract = {i + 1 for i, slot in enumerate(q.slots) if not slot.caller}
         assert contract <= pinned, case["id"]
-        assert len(verdict.ranges) == len(q.datasets), case["id"]
+        assert len(verdict.ranges) == len(q.datasets) + len(q.parents), case["id"]  # parents: exists_with joins
 
 
 def test_a_nul_is_refused_where_it_is_whatever_follows_it(allowed):

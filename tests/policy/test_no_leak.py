@@ -62,7 +62,27 @@ def without_column(dataset: str, column: str) -> Contract:
             rel["join"] = pairs
         else:
             del data["relations"][name]
+    _prune_exists_with(data)
     return parse_contract(yaml.safe_dump(data, sort_keys=False), source="<without-column>")
+
+
+def _prune_exists_with(data: dict) -> None:
+    """Keep `exists_with` loadable in a copy: drop the relations it no longer has, then (until nothing
+    changes) those leading to a parent that hides no rows any more (no always_filter, no exists_with)."""
+    relations = {fold(k): v for k, v in data.get("relations", {}).items()}
+    changed = True
+    while changed:
+        changed = False
+        hides = {fold(k) for k, d in data["datasets"].items() if d.get("always_filter") or d.get("exists_with")}
+        for ds in data["datasets"].values():
+            kept = [r for r in ds.get("exists_with", ())
+                    if fold(r) in relations and fold(relations[fold(r)]["to"]) in hides]
+            if "exists_with" in ds and kept != ds["exists_with"]:
+                changed = True
+                if kept:
+                    ds["exists_with"] = kept
+                else:
+                    del ds["exists_with"]
 
 
 @functools.cache
@@ -75,6 +95,7 @@ def without_dataset(dataset: str) -> Contract:
         if not (_same(rel["from"], dataset) or _same(rel["to"], dataset))
     }
     data["read_sets"] = {name: [d for d in members if not _same(d, dataset)] for name, members in data["read_sets"].items()}
+    _prune_exists_with(data)
     return parse_contract(yaml.safe_dump(data, sort_keys=False), source="<without-dataset>")
 
 

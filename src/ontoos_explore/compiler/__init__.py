@@ -47,6 +47,9 @@ class CompiledQuery:
     reads: frozenset[tuple[str, str]] = field(default_factory=frozenset)  # (dataset, column) the caller named
     touches: frozenset[tuple[str, str, str]] = field(default_factory=frozenset)  # (schema, table, column) in the SQL
     contract_hash: str = ""
+    # contract names of the parents the contract itself joins (exists_with), in join order: read to hide
+    # a child's rows, never named by the caller (not in `datasets`, the text, shape or fingerprint)
+    parents: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The `ontoos compile` answer."""
@@ -89,4 +92,5 @@ def compile_plan(plan: BoundExploration) -> CompiledQuery:
         plan=plan.plan,
         reads=plan.reads,
         touches=frozenset(em.touched),
+        parents=tuple(j.source.dataset for j in plan.implied),
     )

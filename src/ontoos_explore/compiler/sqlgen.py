@@ -4,7 +4,9 @@ Trees only: every identifier is a quoted `exp.Identifier` built from contract
 names, every value a `$n` parameter numbered in the order it appears in the
 text, and no string is ever parsed. The same plan always yields the same
 bytes. The SELECT fetches `limit + 1` rows so the executor can tell that a
-result was truncated.
+result was truncated. The contract's joins to parents (`implied`, from
+`exists_with`) follow the caller's joins, as plain inner joins on declared
+columns; their always-filters follow the caller's predicate in WHERE.
 """
 
 from __future__ import annotations
@@ -133,7 +135,8 @@ class Emitter:
             expressions=[exp.Alias(this=self.expr(f.expr), alias=_ident(f.name[:MAX_LABEL])) for f in plan.fields]
         )
         select.set("from_", exp.From(this=self.table(plan.root)))
-        if plan.joins:
+        joins = (*plan.joins, *plan.implied)  # the caller's, then the contract's joins to parents
+        if joins:
             select.set(
                 "joins",
                 [
@@ -142,7 +145,7 @@ class Emitter:
                         kind="INNER",
                         on=_chain(exp.And, [exp.EQ(this=self.column(a), expression=self.column(b)) for a, b in j.on]),
                     )
-                    for j in plan.joins
+                    for j in joins
                 ],
             )
         where = self.where(plan)

@@ -39,6 +39,7 @@ def bind(exploration: Exploration, contract: Contract, role: Role) -> BoundExplo
         plan=_plan(b, contract, role),
         notes=tuple(b.notes),
         reads=frozenset(b.reads),
+        implied=tuple(b.implied),
     )
 
 

@@ -3,6 +3,11 @@
 The compiler reads only this plan: physical tables behind aliases, columns
 with their types, joins on declared columns, the always-filters, the clamped
 limit, and the notes. It never sees the contract, the role or user text.
+Besides the caller's joins (`joins`, aliases `t0, t1, ...`) it holds the
+contract's own (`implied`, aliases `p0, p1, ...`): each dataset's parents
+along its `exists_with` chain, whose always-filters are in `always` too.
+Nothing the caller wrote names them, and the exploration's text, shape and
+fingerprint leave them out, like the always-filters.
 Contract names (`dataset`, `relation`, `name`) are kept beside the physical
 ones so the plan can be rendered back as a normalized exploration.
 """
@@ -131,6 +136,11 @@ class Join:
     relation: str  # contract relation name
     on: tuple[tuple[Col, Col], ...]  # (from column, to column) pairs
 
+    @property
+    def start(self) -> Source:
+        """The source the relation was followed from."""
+        return self.on[0][0].source
+
 
 @dataclass(frozen=True, slots=True)
 class BoundExploration:
@@ -138,7 +148,7 @@ class BoundExploration:
     joins: tuple[Join, ...]
     fields: tuple[OutputField, ...]
     where: BPredicate | None  # the caller's predicate
-    always: tuple[BPredicate, ...]  # the contract's always-filters, ANDed in
+    always: tuple[BPredicate, ...]  # the contract's always-filters (of every source, implied ones too), ANDed in
     group_by: tuple[Col, ...]
     order_by: tuple[OrderKey, ...]
     limit: int  # rows to return, after clamping (SQL fetches limit + 1)
@@ -146,9 +156,12 @@ class BoundExploration:
     plan: Plan  # what running it needs: budgets, cost ceiling, masked positions
     notes: tuple[str, ...] = ()
     reads: frozenset[tuple[str, str]] = field(default_factory=frozenset)  # (dataset, column) the caller named
+    # the contract's joins to parents (exists_with), after the caller's, each on a relation's declared columns
+    implied: tuple[Join, ...] = ()
 
     @property
     def sources(self) -> tuple[Source, ...]:
+        """What the caller reads: the root, then each source the caller's relations reach (not the implied)."""
         return (self.root, *(j.source for j in self.joins))
 
     @property

@@ -6,7 +6,7 @@ checks one part of it. Adding a rule is one function and one row.
 
 from __future__ import annotations
 
-from ..contract import FilterRule
+from ..contract import FilterRule, Relation
 from ..errors import BindError, BudgetError, Codes
 from ..grammar.render import to_json_form
 from ..ir import (
@@ -41,6 +41,7 @@ from .bound import (
     OrderKey,
     OutputField,
     Param,
+    Source,
 )
 from .plans import always_filters
 from .scope import Binding
@@ -282,7 +283,47 @@ def clamp_row_budget(b: Binding) -> None:
     b.notes.append(f"limit {asked} lowered to {cap}, the row budget of {who}")
 
 
-# ---------------------------------------------------------------- always-filters and notes
+# ---------------------------------------------------------------- parents, always-filters and notes
+
+
+def _meets_parent(b: Binding, src: Source, rel: Relation) -> bool:
+    """A caller's join already meets the parent row `rel` leads to from `src`: one followed from `src` to
+    the parent's dataset on (at least) the relation's column pairs, or the one that reached `src` from
+    a source of the parent's dataset on (at least) those pairs reversed. The parent of a to-one relation
+    is unique, so that source's row is it, and it is filtered (and given parents) as a source itself."""
+    ds, parent = b.dataset_of(src), b.contract.dataset(rel.to)
+    pairs = {(ds.column(x).name, parent.column(y).name) for x, y in rel.join.items()}
+    for j in b.joins:
+        on = {(x.name, y.name) for x, y in j.on}
+        if j.start == src and fold(j.source.dataset) == fold(rel.to) and pairs <= on:
+            return True
+        if j.source == src and fold(j.start.dataset) == fold(rel.to) and pairs <= {(y, x) for x, y in on}:
+            return True
+    return False
+
+
+def _join_parents_of(b: Binding, src: Source) -> None:
+    ds = b.dataset_of(src)
+    for rel in b.contract.parents_of(ds.name):
+        if src.alias in b.datasets and _meets_parent(b, src, rel):
+            continue
+        parent = b.contract.dataset(rel.to)
+        to = b.add_parent(parent, rel.name)
+        on = tuple(
+            (Col(src, ds.column(x).name, ds.column(x).type), Col(to, parent.column(y).name, parent.column(y).type))
+            for x, y in rel.join.items()
+        )
+        b.implied.append(Join(source=to, relation=rel.name, on=on))
+        _join_parents_of(b, to)  # the chain, depth first; the contract's checks exclude cycles
+
+
+def join_parents(b: Binding) -> None:
+    """Every source the caller reads brings in its parents (`exists_with`), along the whole chain: an inner
+    join on the relation's declared columns to a source of the contract's own (`p0, p1, ...`, which
+    nothing the caller writes can name; no budget counts it), whose always-filters the next rule ANDs
+    in. A caller's join that already meets that parent row is reused instead (`_meets_parent`)."""
+    for src in b.sources():
+        _join_parents_of(b, src)
 
 
 def _always(col: Col, rule: FilterRule) -> BPredicate:
@@ -298,10 +339,11 @@ def _always(col: Col, rule: FilterRule) -> BPredicate:
 
 
 def apply_always_filters(b: Binding) -> None:
-    """AND in every dataset's always_filter (hidden columns allowed; callers never see them)."""
+    """AND in every dataset's always_filter, the caller's sources' then the implied parents' (hidden
+    columns allowed; callers never see them)."""
     out: list[BPredicate] = []
-    for src in b.sources():
-        for c, rule in always_filters(b.datasets[src.alias]):
+    for src in (*b.sources(), *(j.source for j in b.implied)):
+        for c, rule in always_filters(b.dataset_of(src)):
             out.append(_always(Col(src, c.name, c.type), rule))
     b.always = tuple(out)
 
@@ -329,6 +371,7 @@ RULES = (
     bind_order_by,
     require_filter_on_heavy,
     clamp_row_budget,
+    join_parents,
     apply_always_filters,
     note_fan_out,
 )

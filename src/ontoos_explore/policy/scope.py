@@ -38,6 +38,9 @@ class Binding:
         self.by_relation: dict[str, Source] = {}  # folded relation name -> source
         self.reads: set[tuple[str, str]] = set()
         self.notes: list[str] = []
+        # the contract's joins to parents (exists_with): never in by_relation, so nothing resolves to them
+        self.implied: list[Join] = []
+        self.implied_datasets: dict[str, Dataset] = {}  # implied source alias -> dataset
         # filled by the rules
         self.fields: tuple = ()
         self.where = None
@@ -86,6 +89,19 @@ class Binding:
             retry_with=self.retry(name, Name(value=single)) if single else None,
             reason="UNKNOWN_DATASET" if ds is None else "OUT_OF_SCOPE",
         )
+
+    def add_parent(self, ds: Dataset, relation: str) -> Source:
+        """A source of the contract's own (`p0, p1, ...`): a parent an `exists_with` relation joins.
+        Kept out of `datasets` and `by_relation`: no name resolves to it and no budget counts it."""
+        alias = f"p{len(self.implied_datasets)}"
+        src = Source(alias=alias, schema=ds.schema_name, table=ds.table_name, dataset=ds.name, relation=relation)
+        self.implied_datasets[alias] = ds
+        return src
+
+    def dataset_of(self, src: Source) -> Dataset:
+        """The dataset behind a source, the caller's or an implied one."""
+        ds = self.datasets.get(src.alias)
+        return ds if ds is not None else self.implied_datasets[src.alias]
 
     def add_source(self, ds: Dataset, relation: str | None) -> Source:
         alias = f"t{len(self.datasets)}"
