@@ -112,6 +112,9 @@ class Codes:
     UNKNOWN_ROLE = _c("EX501", AUTH, "AUTH_SCOPE_DENIED", "the role is not in the contract")
     NO_TOKEN = _c("EX502", AUTH, "AUTH_REQUIRED", "no bearer token, or not a valid one", 401)
     NOT_REVIEWER = _c("EX503", AUTH, "AUTH_SCOPE_DENIED", "the page is for reviewers")
+    SELF_APPROVAL = _c("EX504", AUTH, "SELF_APPROVAL", "a reviewer approves a query they promoted themselves")
+    CSRF_REFUSED = _c("EX505", AUTH, "CSRF_REFUSED",
+                      "a dashboard form from another origin, or without its session's CSRF token")
 
     # EX6xx: the database
     UPSTREAM_UNAVAILABLE = _c("EX601", NETWORK, "UPSTREAM_UNAVAILABLE", "PostgreSQL cannot be reached")
@@ -379,6 +382,19 @@ def cancelled(surface: str) -> ExploreError:
 def not_a_route(method: str, path: str, detail: str, status: int, routes: str) -> ExploreError:
     row = Codes.WRONG_METHOD if status == 405 else Codes.NO_ROUTE
     return InputError(row, f"{method} {path[:80]}: {detail}", hint=f"routes: {routes}")
+
+
+def self_approval(ident: str, principal: str) -> ExploreError:
+    return AuthError(Codes.SELF_APPROVAL, f"{principal} promoted '{ident[:60]}' and cannot approve it too",
+                     hint="another reviewer approves it (or the server configuration sets allow_self_approval: true)",
+                     reason="SELF_APPROVAL")
+
+
+def csrf_refused(why: str) -> ExploreError:
+    """A dashboard POST refused before it is acted on: `why` (CROSS_ORIGIN, CROSS_SITE, NO_SESSION, BAD_CSRF) is the
+    audit's reason; the caller sees one message."""
+    return AuthError(Codes.CSRF_REFUSED, "the form was not sent from this dashboard's own page",
+                     hint="reload /governance (sign in at /governance/login) and submit the form from there", reason=why)
 
 
 def transport_refused(text: str, hint: str) -> ExploreError:

@@ -50,17 +50,30 @@ def cmd_audit(args) -> int:
 def cmd_promote(args) -> int:
     import psycopg
 
-    from ..governance.promote import promote
+    from ..governance.promote import Examples, promote
     from ..runtime import resolve_dsn
 
     contract = _load(args)
     settings = _settings(args)
     dsn = settings.audit_dsn or resolve_dsn(settings, contract)
     path = _registry_file(args)
+    # examples: the safe kinds only, unless asked (free text is what other principals typed; every agent reads it)
+    examples = Examples(keep_text=bool(getattr(args, "keep_text_examples", False)))
     with psycopg.connect(dsn) as conn:
-        entry = promote(conn, contract, path, args.fingerprint, args.id, args.title, args.description)
+        entry = promote(conn, contract, path, args.fingerprint, args.id, args.title, args.description,
+                        examples=examples, promoted_by=_promoter())
     _emit({"ok": True, "data": {"registry": str(path), "query": entry.model_dump(mode="json", exclude_none=True)}})
     return EXIT_OK
+
+def _promoter() -> str:
+    """Who promotes from the CLI: the user running it (the CLI has no principals)."""
+    import getpass
+
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):  # no name for this uid
+        return "cli"
+
 
 def cmd_queries(args) -> int:
     from ..governance.promote import set_status

@@ -114,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--id", required=True, help="the named query's id")
     m.add_argument("--title", required=True)
     m.add_argument("--description", default="")
+    m.add_argument("--keep-text-examples", action="store_true",
+                   help="keep the free-text examples callers typed (by default only enum values and numeric, "
+                        "boolean and date ranges are kept: every agent reads the examples)")
     m.add_argument("--queries", metavar="FILE", help="registry YAML (default: $ONTOOS_QUERIES, else queries.yaml)")
 
     n = sub.add_parser("queries", help="named queries: list, show, run, approve")

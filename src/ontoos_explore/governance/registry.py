@@ -84,6 +84,8 @@ class NamedQuery(BaseModel):
     timeout_ms: int | None = Field(None, ge=1)
     notes: tuple[str, ...] = ()
     origin_fingerprint: str | None = None
+    promoted_by: str | None = None  # the principal who promoted it (the dashboard), or "cli:<user>"
+    approved_by: str | None = None  # the principal who approved it on the dashboard
     datasets: tuple[str, ...] = Field((), exclude=True)  # filled from the guard's verdict
     # per output column, the (dataset, column) pairs it reads: from the guard's verdict, for masking
     sources: tuple[tuple[tuple[str, str], ...], ...] = Field((), exclude=True)

@@ -1,7 +1,8 @@
 """Governance, the registry file: the one reader and writer of the named-query YAML.
 
 `RegistryStore(path)` reads the raw entries (the items of `queries:`), adds
-one (refusing an id already there), sets a status, lists the origin
+one (refusing an id already there), sets a status or changes an entry
+(`update`: checked and written under one lock), lists the origin
 fingerprints, and writes the whole file atomically: a temporary file in the
 same directory, flushed and fsynced, then `os.replace`d over the registry
 (and the directory fsynced), so a reader sees the old file or the new one,
@@ -153,11 +154,17 @@ class RegistryStore:
 
     def set_status(self, ident: str, status: str) -> None:
         """The status of the entry with this id (case-insensitively); UNKNOWN_QUERY if there is none."""
+        self.update(ident, lambda q: q.__setitem__("status", status))
+
+    def update(self, ident: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        """`change(entry)` on the entry with this id (case-insensitively), in place, and the file written,
+        all under the lock: what `change` checks is what is written. UNKNOWN_QUERY if there is none;
+        nothing is written if `change` raises. Returns the entry as written."""
         with self._change() as data:
             for q in data.get("queries") or []:
                 if isinstance(q, dict) and fold(str(q.get("id", ""))) == fold(str(ident)):
-                    q["status"] = status
-                    return
+                    change(q)
+                    return q
             raise InputError(Codes.UNKNOWN_QUERY, f"the registry has no query '{str(ident)[:60]}'",
                              hint="ontoos queries list")
 

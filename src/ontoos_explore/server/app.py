@@ -36,6 +36,8 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
     rest = Rest(tools, timeout_s)
     mcp = MCPEndpoint(tools, security, timeout_s, mcp_sessions)
     floods = auth_floods(tools, authenticator)
+    if governance is not None:  # a failed sign-in at /governance/login draws on the same per-address limit
+        governance.floods = floods
 
     @contextlib.asynccontextmanager
     async def lifespan_(app):

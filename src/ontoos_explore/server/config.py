@@ -32,6 +32,13 @@ A principal runs at most `max_in_flight` explorations and named queries at
 once (default 4, per principal `max_in_flight` overrides it): one principal
 cannot take the whole connection pool from everyone else; one more is
 refused 429 (EX412, reason IN_FLIGHT) at once, with a retry hint.
+
+The dashboard (server/governance_routes.py, server/sessions.py):
+
+    session_hours: 8            # a sign-in lasts this long (then sign in again); logout ends it at once
+    secure_cookies: false       # true: the session cookie is Secure even when TLS ends at a proxy
+                                # (it always is when the server itself is reached over https)
+    allow_self_approval: false  # true: a reviewer may approve a query they promoted themselves
 """
 
 from __future__ import annotations
@@ -107,6 +114,10 @@ class ServerConfig(BaseModel):
     mcp_sessions: int = Field(64, ge=1, description="MCP sessions one principal may hold open at once")
     max_in_flight: int = Field(DEFAULT_IN_FLIGHT, ge=1,
                                description="explorations and named queries one principal may run at once")
+    session_hours: float = Field(8.0, gt=0, le=24 * 31, allow_inf_nan=False,
+                                 description="how long a dashboard sign-in lasts")
+    secure_cookies: bool = Field(False, description="the session cookie is Secure even without https here (a TLS proxy)")
+    allow_self_approval: bool = Field(False, description="a reviewer may approve a query they promoted")
     principals: dict[str, PrincipalConfig] = {}
 
     def auth_failure_limit(self) -> "RateLimit | None":

@@ -68,8 +68,12 @@ def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerCon
 
     tools = Tools(contract, None, registry, audit_writer(settings, dsn))
     authenticator = Authenticator(config, contract)
+    from .sessions import Sessions
+
     governance = Governance(tools, authenticator, registry_file, rule or Rule(),
-                            audit_dsn=settings.audit_dsn or dsn, audit=settings.audit)
+                            audit_dsn=settings.audit_dsn or dsn, audit=settings.audit,
+                            sessions=Sessions(config.session_hours * 3600),
+                            allow_self_approval=config.allow_self_approval, secure_cookies=config.secure_cookies)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
