@@ -8,12 +8,17 @@ exploration repeated by both with other values. Once the audit has flushed,
 headless chromium (Playwright, Debian's /usr/bin/chromium) signs in as the
 reviewer and checks the page: the secret columns and who reached for them,
 rejections by subtype, recent rejections with message and hint, the
-candidate; a filter (reflected in the URL); Promote (click 1) and Approve
-(click 2), after which the registry file holds the approved query and an
-agent can run it over MCP. A screenshot is saved to
-tests/governance/artifacts/dashboard.png. The page and its filters also work
-with JavaScript off; a non-reviewer gets a 403 page; no login redirects to
-the login form; the JSON API refuses the analyst's token with a 403 envelope.
+candidate; a filter (reflected in the URL); the promote form (every example
+it would keep: the numeric range ticked, the namespaces callers typed not),
+Promote, sign out (the session ends), a second reviewer signs in and
+approves (the promoter is not offered Approve), after which the registry
+file holds the approved query, promoted_by and approved_by, and an agent can
+run it over MCP. Every form carries the session's CSRF token. A screenshot is
+saved to tests/governance/artifacts/dashboard.png. The page and its filters
+also work with JavaScript off; a non-reviewer is refused at sign-in (403); no
+login redirects to the login form; the JSON API refuses the analyst's token
+with a 403 envelope. tests/governance/test_dashboard_security.py holds the
+attacks (cross-origin forms, CSRF, the session, the sign-in limit, bad input).
 
 Each server writes its audit to a database of its own. The tests that only read
 share one server and its traffic; the two that change the registry (promoting
@@ -23,17 +28,10 @@ sees what another did, in whatever order they run.
 
 from __future__ import annotations
 
-import hashlib
-import http.client
-import json
-import os
 import re
-import secrets
-import subprocess
 import time
 import urllib.parse
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +39,8 @@ import psycopg
 import pytest
 import yaml
 
-from tests import serving
-from tests.databases import new_database
+from .dashboard import (ANA, COOKIE, FORM, REV, REV2, TOKENS, VIC, Dashboard, call, events, post_form, sign_in,
+                        start_dashboard, wait_for_events)
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -53,97 +51,16 @@ SCREENSHOT = ARTIFACTS / "dashboard.png"
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed at /usr/bin/chromium "
                                                                "(.ci/run installs it: apt-get install chromium)")
 
-ANA, VIC, REV = "gov-dash-ana", "gov-dash-vic", "gov-dash-rev"
-TOKENS = {ANA: "ana-" + secrets.token_hex(16), VIC: "vic-" + secrets.token_hex(16), REV: "rev-" + secrets.token_hex(16)}
-ROLES = {ANA: "analyst", VIC: "viewer", REV: "admin"}
-
-HAND_WRITTEN = {
-    "id": "hosts_by_provider",
-    "title": "Hosts of a provider",
-    "status": "approved",
-    "read_sets": ["engineering"],
-    "parameters": [{"name": "provider", "type": "enum", "values": ["aws", "gcp", "azure", "onprem"]}],
-    "sql": 'SELECT "h"."hostname" AS "hostname" FROM "lake"."hosts" AS "h" WHERE "h"."provider" = $1 LIMIT 51',
-    "bind": ["provider"],
-    "columns": ["hostname"],
-    "max_rows": 50,
-}
-
 REPEATED = "explore workloads fields name, replicas where namespace = '{ns}' and replicas > {n} order by name limit 5"
 XSS = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">"
 
 
-@dataclass
-class Dashboard:
-    """A running `ontoos serve --http` with the dashboard, its registry file and its own audit."""
-
-    srv: serving.Server
-    registry: Path
-
-    @property
-    def port(self) -> int:
-        return self.srv.port
-
-    @property
-    def base(self) -> str:
-        return self.srv.base
-
-
-@dataclass
-class Resp:
-    status: int
-    headers: dict[str, str]
-    body: str
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-def call(srv: Dashboard, method: str, path: str, *, token: str | None = None, body: Any = None,
-         headers: dict[str, str] | None = None) -> Resp:
-    h = dict(headers or {})
-    if token is not None:
-        h["Authorization"] = f"Bearer {token}"
-    data = None
-    if body is not None:
-        data = body if isinstance(body, (bytes, str)) else json.dumps(body)
-        h.setdefault("Content-Type", "application/json")
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
-    try:
-        conn.request(method, path, body=data, headers=h)
-        r = conn.getresponse()
-        return Resp(r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode("utf-8", "replace"))
-    finally:
-        conn.close()
-
-
-def explore(srv: Dashboard, who: str, body: dict[str, Any]) -> Resp:
+def explore(srv: Dashboard, who: str, body: dict[str, Any]) -> Any:
     return call(srv, "POST", "/api/v1/explore", token=TOKENS[who], body=body)
 
 
-def explore_get(srv: Dashboard, who: str, params: list[tuple[str, str]]) -> Resp:
+def explore_get(srv: Dashboard, who: str, params: list[tuple[str, str]]) -> Any:
     return call(srv, "GET", "/api/v1/explore?" + urllib.parse.urlencode(params), token=TOKENS[who])
-
-
-def start_dashboard(pg_dsn: str, workdir: Path) -> Dashboard:
-    workdir.mkdir(parents=True, exist_ok=True)
-    config = workdir / "server.yaml"
-    config.write_text(yaml.safe_dump({"principals": {
-        name: {"role": ROLES[name], "token_sha256": hashlib.sha256(TOKENS[name].encode()).hexdigest(),
-               **({"reviewer": True} if name == REV else {})} for name in TOKENS}}), encoding="utf-8")
-    registry = workdir / "queries.yaml"
-    registry.write_text(yaml.safe_dump({"queries": [HAND_WRITTEN]}, sort_keys=False), encoding="utf-8")
-    port = serving.free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ONTOOS_")}
-    env.update({"ONTOOS_DSN": pg_dsn, "ONTOOS_AUDIT_DSN": new_database(pg_dsn, "dashboard"),
-                "ONTOOS_PROMOTE_USES": "3", "ONTOOS_PROMOTE_PRINCIPALS": "2",
-                "ONTOOS_DATA_DIR": str(workdir / "embedded-unused"), "PYTHONUNBUFFERED": "1"})
-    with open(workdir / "stdout.log", "wb") as out, open(workdir / "stderr.log", "wb") as err:
-        proc = subprocess.Popen([serving.ontoos_executable(), "serve", "--http", f"127.0.0.1:{port}", "--config",
-                                 str(config), "--queries", str(registry)], cwd=workdir, env=env, stdout=out, stderr=err,
-                                stdin=subprocess.DEVNULL)
-    srv = serving.Server("dashboard", "127.0.0.1", port, proc, workdir, workdir / "stderr.log")
-    return Dashboard(srv.wait_healthy(), registry)
 
 
 EXPECTED_TOTALS = {"requests": 15, "refused": 12, "failed": 0, "principals": 3}
@@ -290,22 +207,33 @@ def _sign_in(page, base: str, token: str) -> None:
     page.click("button[type=submit]")
 
 
-def _signed_in_as_the_reviewer(page, context, base: str) -> None:
+def _signed_in_as(page, context, base: str, who: str) -> None:
+    """The sign-in form, then the page; the cookie is a session's id (HttpOnly, SameSite=Strict, for
+    /governance only, for the session's 8 hours), never the token."""
     from playwright.sync_api import expect
 
-    _sign_in(page, base, TOKENS[REV])
+    _sign_in(page, base, TOKENS[who])
     page.wait_for_url(base + "/governance")
     expect(page.locator("h1")).to_have_text("Governance")
-    expect(page.locator("body")).to_contain_text(f"Signed in as {REV}")
-    cookie = next(c for c in context.cookies() if c["name"] == "ontoos_token")
-    assert cookie["httpOnly"] is True and cookie["path"] == "/governance"
+    expect(page.locator("body")).to_contain_text(f"Signed in as {who}")
+    cookie = next(c for c in context.cookies() if c["name"] == COOKIE)
+    assert cookie["httpOnly"] is True and cookie["path"] == "/governance" and cookie["sameSite"] == "Strict"
+    assert cookie["value"] != TOKENS[who] and 7.9 * 3600 < cookie["expires"] - time.time() <= 8 * 3600
+    assert not any(TOKENS[who] in c["value"] for c in context.cookies())
+
+
+def _the_sign_in_is_audited(dash: Dashboard, page, who: str) -> None:
+    """The sign-in is an audit event (surface dashboard): once it is recorded the page counts it."""
+    wait_for_events(dash, "surface = 'dashboard' AND principal = %s AND reason = 'SIGNED_IN'", [who])
+    page.reload()
 
 
 def _the_page_shows_the_traffic(page, traffic: dict[str, Any]) -> None:
     """The totals, which secret columns were reached for and by whom, rejections by subtype, dataset
     and principal, the chart, the recent rejections (markup shown as text), the candidate, the registry."""
-    totals = page.locator("#totals").inner_text()
-    assert re.search(r"requests\s*15", totals) and re.search(r"refused\s*12", totals), totals
+    totals = page.locator("#totals").inner_text()  # the 15 requests, and the reviewer's sign-in
+    assert re.search(r"requests\s*16", totals) and re.search(r"refused\s*12", totals), totals
+    assert re.search(r"principals\s*4", totals), totals
     assert _rows(page, "by-column") == [
         ["workloads", "env_dump", "SECRET_COLUMN_DENIED", "3", f"{ANA}, {VIC}"],
         ["configs", "value", "SECRET_COLUMN_DENIED", "1", ANA],
@@ -339,7 +267,7 @@ def _the_page_shows_the_traffic(page, traffic: dict[str, Any]) -> None:
     assert traffic["fingerprint"] in candidates[0][0] and candidates[0][1:3] == ["3", "2"]
     assert "explore workloads fields name, replicas where namespace = " in candidates[0][0]
     # the hand-written query is listed, approved, without an Approve button
-    assert _rows(page, "queries") == [["hosts_by_provider", "Hosts of a provider", "approved", ""]]
+    assert _rows(page, "queries") == [["hosts_by_provider", "Hosts of a provider", "approved", "", ""]]
 
 
 def _the_filters_narrow_it(page) -> None:
@@ -375,36 +303,70 @@ def _saved(dash: Dashboard) -> dict[str, dict[str, Any]]:
     return {q["id"]: q for q in yaml.safe_load(dash.registry.read_text(encoding="utf-8"))["queries"]}
 
 
-def _promote_then_approve(page, dash: Dashboard, fp: str) -> str:
-    """Promote the candidate (click 1), then approve it (click 2); returns the query's id."""
+def _review_and_promote(page, dash: Dashboard, fp: str) -> str:
+    """The candidate's promote form: the query and every example it would keep (the numeric range
+    ticked, the namespaces callers typed not ticked); Promote as it is. Returns the query's id."""
     from playwright.sync_api import expect
 
     page.goto(dash.base + "/governance")
-    row = page.locator("#candidates tr", has_text=fp)
-    suggested_id = row.locator("input[name=id]").input_value()
-    assert re.fullmatch(r"workloads_[0-9a-f]{6}", suggested_id), suggested_id
-    row.get_by_role("button", name="Promote").click()
-    page.wait_for_url(re.compile(r".*/governance\?msg=.*"))
-    expect(page.locator("#flash")).to_contain_text(f"promoted {suggested_id} (pending)")
-    assert "error" not in (page.locator("#flash").get_attribute("class") or "")
-    saved = _saved(dash)
-    assert saved[suggested_id]["status"] == "pending"
-    assert saved[suggested_id]["origin_fingerprint"] == fp
-    assert [prm["name"] for prm in saved[suggested_id]["parameters"]] == ["namespace", "replicas"]
-    assert saved["hosts_by_provider"]["status"] == "approved"
-    pending_row = page.locator("#queries tr", has_text=suggested_id)
+    page.locator("#candidates tr", has_text=fp).get_by_role("link", name="Review and promote").click()
+    page.wait_for_url(re.compile(r".*/governance/promote\?fingerprint=" + fp))
+    expect(page.locator("h1")).to_have_text("Review a promotion")
+    namespace, replicas = (page.locator(f"#parameters tr[data-parameter={n}]") for n in ("namespace", "replicas"))
+    assert [(c.get_attribute("value"), c.is_checked()) for c in namespace.locator("input[name=keep]").all()] == \
+        [('["namespace", "payments"]', False), ('["namespace", "staging"]', False)]
+    expect(namespace).to_contain_text("free text typed by callers")
+    assert [(c.get_attribute("value"), c.is_checked()) for c in replicas.locator("input[name=keep]").all()] == \
+        [('["replicas", 0]', True), ('["replicas", 2]', True)]
+    assert page.locator("#promote input[name=csrf]").count() == 1
+    ident = page.locator("#promote input[name=id]").input_value()
+    assert re.fullmatch(r"workloads_[0-9a-f]{6}", ident), ident
+    page.get_by_role("button", name="Promote").click()
+    page.wait_for_url(re.compile(r".*/governance\?done=promoted&id=" + ident))
+    expect(page.locator("#flash")).to_contain_text(f"promoted {ident} (pending)")
+    saved = _saved(dash)[ident]
+    assert (saved["status"], saved["origin_fingerprint"], saved["promoted_by"]) == ("pending", fp, REV)
+    assert {p["name"]: p["examples"] for p in saved["parameters"]} == {"namespace": [], "replicas": [0, 2]}
+    assert _saved(dash)["hosts_by_provider"]["status"] == "approved"
+    # its promoter is not offered Approve
+    pending_row = page.locator("#queries tr", has_text=ident)
     expect(pending_row).to_contain_text("pending")
+    expect(pending_row).to_contain_text("another reviewer approves it")
+    assert pending_row.get_by_role("button", name="Approve").count() == 0
+    return ident
 
+
+def _sign_out(page, context, dash: Dashboard) -> None:
+    """Sign out (a form with the CSRF token): the session ends on the server, the cookie goes."""
+    from playwright.sync_api import expect
+
+    old = next(c for c in context.cookies() if c["name"] == COOKIE)["value"]
+    page.get_by_role("button", name="Sign out").click()
+    page.wait_for_url(dash.base + "/governance/login?done=signed_out")
+    expect(page.locator("#flash")).to_contain_text("You are signed out")
+    assert not any(c["name"] == COOKIE for c in context.cookies())
+    r = call(dash, "GET", "/governance", headers={"Cookie": f"{COOKIE}={old}"})
+    assert r.status == 303 and r.headers["location"] == "/governance/login"
+
+
+def _another_reviewer_approves(page, context, dash: Dashboard, ident: str) -> None:
+    from playwright.sync_api import expect
+
+    _signed_in_as(page, context, dash.base, REV2)
+    pending_row = page.locator("#queries tr", has_text=ident)
+    expect(pending_row).to_contain_text(REV)  # promoted by
     pending_row.get_by_role("button", name="Approve").click()
-    page.wait_for_url(re.compile(r".*msg=approved.*"))
-    expect(page.locator("#flash")).to_contain_text(f"approved {suggested_id}")
-    saved = _saved(dash)
-    assert saved[suggested_id]["status"] == "approved"
-    assert [r[:3] for r in _rows(page, "queries")] == [
-        ["hosts_by_provider", "Hosts of a provider", "approved"],
-        [suggested_id, saved[suggested_id]["title"], "approved"]]
+    page.wait_for_url(re.compile(r".*/governance\?done=approved&id=" + ident))
+    expect(page.locator("#flash")).to_contain_text(f"approved {ident}")
+    saved = _saved(dash)[ident]
+    assert (saved["status"], saved["promoted_by"], saved["approved_by"]) == ("approved", REV, REV2)
+    assert [r[:4] for r in _rows(page, "queries")] == [
+        ["hosts_by_provider", "Hosts of a provider", "approved", ""],
+        [ident, saved["title"], "approved", REV]]
     assert page.locator("#queries button").count() == 0
-    return suggested_id
+    found = wait_for_events(dash, "surface = 'dashboard' AND reason IN ('PROMOTED', 'APPROVED')", n=2)
+    assert [(e["principal"], e["reason"]) for e in found] == [(REV, "PROMOTED"), (REV2, "APPROVED")]
+    assert all(ident in e["exploration"] for e in found)
 
 
 def _screenshot(page) -> None:
@@ -431,7 +393,8 @@ def _an_agent_runs_it(dash: Dashboard, pg_dsn: str, ident: str) -> None:
 
 
 def test_reviewer_dashboard_in_a_real_browser(own_server, pg_dsn):
-    """From sign-in to a query an agent runs: the page, its filters, promote and approve."""
+    """From sign-in to a query an agent runs: the page, its filters, the promote form, sign-out, approval
+    by another reviewer."""
     dash, traffic = own_server
     dialogs: list[str] = []
     with _playwright() as p:
@@ -440,10 +403,13 @@ def test_reviewer_dashboard_in_a_real_browser(own_server, pg_dsn):
             context = _context(browser, viewport={"width": 1400, "height": 1000})
             page = context.new_page()
             page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-            _signed_in_as_the_reviewer(page, context, dash.base)
+            _signed_in_as(page, context, dash.base, REV)
+            _the_sign_in_is_audited(dash, page, REV)
             _the_page_shows_the_traffic(page, traffic)
             _the_filters_narrow_it(page)
-            ident = _promote_then_approve(page, dash, traffic["fingerprint"])
+            ident = _review_and_promote(page, dash, traffic["fingerprint"])
+            _sign_out(page, context, dash)
+            _another_reviewer_approves(page, context, dash, ident)
             _screenshot(page)
             assert not dialogs, dialogs
             context.close()
@@ -461,7 +427,9 @@ async def _run_named_over_mcp(server: Dashboard, ident: str) -> list[list[Any]]:
     async with http_client, Client(streamable_http_client(server.base + "/mcp", http_client=http_client)) as c:
         listed = (await c.call_tool("ontoos_queries", {})).structured_content["data"]["queries"]
         assert [q["id"] for q in listed] == [ident]  # the viewer cannot see the engineering query
-        assert set(listed[0]["parameters"]["properties"]) == {"namespace", "replicas"}
+        properties = listed[0]["parameters"]["properties"]
+        assert set(properties) == {"namespace", "replicas"}
+        assert "examples" not in properties["namespace"] and properties["replicas"]["examples"] == [0, 2]
         r = await c.call_tool("ontoos_run_query", {"id": ident, "params": {"namespace": "ml-serving", "replicas": 3}})
         assert r.is_error is False, r.content[0].text
         return r.structured_content["data"]["rows"]
@@ -490,20 +458,20 @@ def test_the_dashboard_works_without_javascript(server, traffic):
             browser.close()
 
 
-def test_a_non_reviewer_gets_a_403_page(server, traffic):
+def test_a_non_reviewer_is_refused_at_sign_in(server, traffic):
     base = server.base
     with _playwright() as p:
         browser = _launch(p)
         try:
             context = _context(browser)
             page = context.new_page()
-            _sign_in(page, base, TOKENS[ANA])
-            page.wait_for_url(base + "/governance")
-            response = page.reload()
-            assert response.status == 403
+            with page.expect_response(lambda r: r.url.endswith("/governance/login") and r.request.method == "POST") as info:
+                _sign_in(page, base, TOKENS[ANA])
+            assert info.value.status == 403
             body = page.locator("body").inner_text()
             assert "reviewers" in body and "AUTH_SCOPE_DENIED" in body
             assert "env_dump" not in page.content()
+            assert not context.cookies()  # no session for a non-reviewer
             # and a wrong token is refused at the sign-in form
             page2 = _context(browser).new_page()
             page2.goto(base + "/governance/login")
@@ -522,7 +490,7 @@ def test_access_control_without_a_browser(server, traffic):
     r = call(server, "GET", "/governance")
     assert r.status == 303 and r.headers["location"] == "/governance/login"
     r = call(server, "GET", "/governance/login")
-    assert r.status == 200 and "name='token'" in r.body
+    assert r.status == 200 and 'name="token"' in r.body
     # the JSON API: the analyst's token is a 403 envelope, no token a 401
     r = call(server, "GET", "/api/v1/governance/report", token=TOKENS[ANA])
     assert r.status == 403
@@ -533,38 +501,37 @@ def test_access_control_without_a_browser(server, traffic):
     assert r.status == 403
     r = call(server, "GET", "/api/v1/governance/report")
     assert r.status == 401 and r.json()["error"]["subtype"] == "AUTH_REQUIRED"
-    # the page with the analyst's bearer token or cookie: 403
+    # the page with the analyst's bearer token: 403; a token as the cookie signs nobody in
     r = call(server, "GET", "/governance", token=TOKENS[ANA])
     assert r.status == 403 and "env_dump" not in r.body
-    r = call(server, "GET", "/governance", headers={"Cookie": f"ontoos_token={TOKENS[ANA]}"})
-    assert r.status == 403
-    # the reviewer's bearer token works on the page too
+    for name in (COOKIE, "ontoos_token"):
+        r = call(server, "GET", "/governance", headers={"Cookie": f"{name}={TOKENS[REV]}"})
+        assert r.status == 303 and r.headers["location"] == "/governance/login"
+    # the reviewer's bearer token works on the page too (reading: the actions need a session)
     r = call(server, "GET", "/governance", token=TOKENS[REV])
-    assert r.status == 200 and "env_dump" in r.body
+    assert r.status == 200 and "env_dump" in r.body and 'name="csrf"' not in r.body
     # actions: a non-reviewer cannot promote or approve; nothing is written
-    form = {"Content-Type": "application/x-www-form-urlencoded"}
-    r = call(server, "POST", "/governance/promote", token=TOKENS[ANA], headers=form,
+    r = call(server, "POST", "/governance/promote", token=TOKENS[ANA], headers=FORM,
              body=urllib.parse.urlencode({"fingerprint": traffic["fingerprint"], "id": "sneaky", "title": "x"}))
-    assert r.status == 403
-    r = call(server, "POST", "/governance/approve", headers={**form, "Cookie": f"ontoos_token={TOKENS[VIC]}"},
+    assert r.status == 403 and "AUTH_SCOPE_DENIED" in r.body
+    r = call(server, "POST", "/governance/approve", headers={**FORM, "Cookie": f"{COOKIE}={TOKENS[VIC]}"},
              body=urllib.parse.urlencode({"id": "hosts_by_provider"}))
-    assert r.status == 403
-    r = call(server, "POST", "/governance/promote", headers=form,
+    assert r.status == 401
+    r = call(server, "POST", "/governance/promote", headers=FORM,
              body=urllib.parse.urlencode({"fingerprint": traffic["fingerprint"], "id": "sneaky2", "title": "x"}))
     assert r.status == 401
     assert server.registry.read_text(encoding="utf-8") == before
-    # a reviewer's failed action comes back as an error flash, and writes nothing
-    cookie = {**form, "Cookie": f"ontoos_token={TOKENS[REV]}"}
-    for fields in ({"fingerprint": traffic["fingerprint"], "id": "hosts_by_provider", "title": "taken"},  # id in use
-                   {"fingerprint": "0000000000000000", "id": "from_nothing", "title": "x"},            # no such uses
-                   {"fingerprint": traffic["fingerprint"], "id": "not an id", "title": "x"}):         # not an identifier
-        r = call(server, "POST", "/governance/promote", headers=cookie, body=urllib.parse.urlencode(fields))
-        assert r.status == 303, (fields, r.status, r.body)
-        target = urllib.parse.urlparse(r.headers["location"])
-        assert target.path == "/governance"
-        assert urllib.parse.parse_qs(target.query).get("error") == ["1"], fields
-    r = call(server, "POST", "/governance/approve", headers=cookie, body=urllib.parse.urlencode({"id": "no_such_query"}))
-    assert r.status == 303 and "error=1" in r.headers["location"]
+    # a reviewer's failed action is its refusal's page (status and message), and writes nothing
+    rev = sign_in(server, REV)
+    for fields, status, says in (
+            ({"fingerprint": traffic["fingerprint"], "id": "hosts_by_provider", "title": "taken"}, 400, "already has"),
+            ({"fingerprint": "0000000000000000", "id": "from_nothing", "title": "x"}, 400, "no successful exploration"),
+            ({"fingerprint": traffic["fingerprint"], "id": "not an id", "title": "x"}, 400, "identifier")):
+        r = post_form(server, "/governance/promote", fields, rev)
+        assert r.status == status and says in r.body, (fields, r.status, r.body[:300])
+        assert r.headers["content-type"].startswith("text/html")
+    r = post_form(server, "/governance/approve", {"id": "no_such_query"}, rev)
+    assert r.status == 400 and "no query" in r.body
     assert server.registry.read_text(encoding="utf-8") == before
 
 
@@ -578,13 +545,12 @@ def test_a_promoted_fingerprint_is_no_longer_offered_for_promotion(own_server):
         page = call(dash, "GET", "/governance", token=TOKENS[REV])
         assert page.status == 200
         candidates = page.body.split('id="candidates"')[1].split("</table>")[0]
-        return re.findall(r'name="fingerprint" value="([0-9a-z:]+)"', candidates)
+        return re.findall(r'data-fingerprint="([0-9a-z:]+)"', candidates)
 
     assert fp in offered()
-    r = call(dash, "POST", "/governance/promote",
-             headers={"Content-Type": "application/x-www-form-urlencoded", "Cookie": f"ontoos_token={TOKENS[REV]}"},
-             body=urllib.parse.urlencode({"fingerprint": fp, "id": "promoted_once", "title": "Promoted once"}))
-    assert r.status == 303 and "error" not in r.headers["location"]
+    r = post_form(dash, "/governance/promote", {"fingerprint": fp, "id": "promoted_once", "title": "Promoted once"},
+                  sign_in(dash, REV))
+    assert r.status == 303 and r.headers["location"] == "/governance?done=promoted&id=promoted_once"
     assert _saved(dash)["promoted_once"]["origin_fingerprint"] == fp
     assert fp not in offered(), "the dashboard still offers to promote a fingerprint that is already a named query"
 
@@ -604,13 +570,15 @@ def _barrier(dash: Dashboard) -> str:
 def test_browsing_the_dashboard_adds_no_rejections(server, traffic):
     """A reviewer looking at the dashboard must not change what it shows: the browser's own requests
     (here the automatic /favicon.ico, sent without a token) are not agent traffic to audit as rejections.
-    Between two barriers, the report may change by the second barrier's own request only."""
+    Between two barriers, the report may change by the second barrier's own request and the reviewer's
+    sign-in (an audited action, not a rejection) only."""
     def totals():
         data = report_of(server)
         return data["totals"], dict(_kv(data["by_principal"])), dict(_kv(data["by_subtype"]))
 
     _barrier(server)
     before = totals()
+    reviewer_seen = bool(events(server, "principal = %s", [REV]))
     with _playwright() as p:
         browser = _launch(p)
         try:
@@ -624,6 +592,7 @@ def test_browsing_the_dashboard_adds_no_rejections(server, traffic):
     _barrier(server)
     after = totals()
     (t0, p0, s0), (t1, p1, s1) = before, after
-    assert {k: t1[k] - t0[k] for k in t0} == {"requests": 1, "refused": 1, "failed": 0, "principals": 0}, (before, after)
+    assert {k: t1[k] - t0[k] for k in t0} == {"requests": 2, "refused": 1, "failed": 0,
+                                              "principals": 0 if reviewer_seen else 1}, (before, after)
     assert {k: p1.get(k, 0) - p0.get(k, 0) for k in p1} == {k: int(k == ANA) for k in p1}, (before, after)
     assert {k: s1.get(k, 0) - s0.get(k, 0) for k in s1} == {k: int(k == "UNKNOWN_DATASET") for k in s1}, (before, after)

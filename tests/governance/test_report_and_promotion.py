@@ -409,10 +409,12 @@ async def _ontoos_promote_writes_a_pending_entry(capsys, demo, registry_file, fi
     assert params["kind"]["type"] == "enum"
     assert params["kind"]["values"] == ["Deployment", "StatefulSet", "DaemonSet", "CronJob", "Job"]
     assert params["replicas"]["type"] == "integer"
-    # the observed range as examples
-    assert params["namespace"]["examples"] == ["payments", "staging"]
+    # the observed range as examples, of the safe kinds only: the namespaces callers typed are free text,
+    # kept only with --keep-text-examples (every agent reads them); the enum's and the integers' are kept
+    assert params["namespace"]["examples"] == []
     assert params["kind"]["examples"] == ["Deployment", "StatefulSet"]
     assert params["replicas"]["examples"] == [2, 9]
+    assert entry["promoted_by"].startswith("cli")
     # $1..$3 are the named parameters; the always-filter stays a constant
     assert entry["bind"][:3] == ["namespace", "kind", "replicas"]
     assert entry["bind"][3:] == [{"value": False, "type": "boolean"}]
@@ -576,7 +578,7 @@ def test_promotion_examples_are_the_observed_range_by_value(demo, cli_env, capsy
                      for i, (q, who) in enumerate(zip(compiled, ["gov-ex-1", "gov-ex-2", "gov-ex-1"]))])
     path = tmp_path / "queries.yaml"
     code, out, err = run_cli(capsys, "promote", fp, "--id", "images_over_a_size", "--title", "Images over a size",
-                             "--queries", str(path))
+                             "--queries", str(path), "--keep-text-examples")
     assert code == 0, (out, err)
     params = {p["name"]: p for p in out["data"]["query"]["parameters"]}
     assert list(params) == ["size_bytes", "built_at", "repository", "repository_2"]

@@ -195,6 +195,30 @@ def slow_body(world: World, path: str) -> Seen:
     return Seen("http", message, status=status)
 
 
+def dashboard_session(world: World, who: str = "rex") -> tuple[dict[str, str], str]:
+    """`who` signs in at /governance/login as a browser does: (the session's Cookie header, its CSRF token)."""
+    r = request(world.server, "POST", "/governance/login", who=None, body=f"token={token(who)}", headers=FORM)
+    assert r.status == 303, r.text[:300]
+    cookie = {"Cookie": r.headers["set-cookie"].split(";")[0]}
+    page = request(world.server, "GET", "/governance", who=None, headers=cookie)
+    assert page.status == 200, page.text[:300]
+    return cookie, re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
+
+
+def self_approval(world: World) -> Seen:
+    """rex approves, from the dashboard's own form, a query the registry says rex promoted."""
+    registry = world.server.workdir / "queries.yaml"  # the server's registry (queries.yaml in its directory)
+    data = yaml.safe_load(registry.read_text(encoding="utf-8")) if registry.exists() else None
+    queries = [q for q in ((data or {}).get("queries") or []) if q.get("id") != "promoted_by_rex"]
+    queries.append({"id": "promoted_by_rex", "title": "t", "status": "pending", "read_sets": ["published"],
+                    "sql": "SELECT 1", "columns": ["x"], "promoted_by": "rex"})
+    registry.write_text(yaml.safe_dump({"queries": queries}, sort_keys=False), encoding="utf-8")
+    cookie, csrf = dashboard_session(world)
+    r = request(world.server, "POST", "/governance/approve", who=None, body=f"id=promoted_by_rex&csrf={csrf}",
+                headers={**FORM, **cookie, "Accept": "application/json"})
+    return Seen("http", r.json, status=r.status)
+
+
 def foreign_session(world: World) -> Seen:
     """vera sends alice's mcp-session-id: answered as an id of no session."""
     r = request(world.server, "POST", "/mcp", body=TOOLS_LIST, who="vera", headers=world.mcp_session("alice"))
@@ -435,6 +459,16 @@ TABLE: dict[str, dict[str, Any]] = {
                      "mcp": Unreachable("the dashboard's JSON API is not MCP"),
                      "stdio": Unreachable("the dashboard is served over HTTP only"),
                      "cli": Unreachable("the CLI's governance commands are for whoever runs them")},
+    "SELF_APPROVAL": {"rest": Flow(self_approval, "rex approves what rex promoted"),
+                      "mcp": Unreachable("approving is the dashboard's form, not MCP"),
+                      "stdio": Unreachable("the dashboard is served over HTTP only"),
+                      "cli": Unreachable("`ontoos queries approve` has no principal to compare with the promoter: "
+                                         "the CLI's governance commands are for whoever runs them")},
+    "CSRF_REFUSED": {"rest": Http("POST", "/governance/approve", "id=x", {**FORM, "Origin": "http://127.0.0.1:9999",
+                                                                        "Accept": "application/json"}, who="rex"),
+                     "mcp": Unreachable("/mcp takes a bearer token, never the dashboard's cookie: nothing to forge"),
+                     "stdio": Unreachable("the dashboard is served over HTTP only"),
+                     "cli": Unreachable("the CLI has no forms")},
     # ---------------------------------------------------------------- EX6xx
     "UPSTREAM_UNAVAILABLE": {
         "rest": Flow(lambda w: pool_held(w, lambda: w.rest(Explore(QUESTION))), "the one connection held"),
@@ -489,7 +523,7 @@ TABLE: dict[str, dict[str, Any]] = {
     "FLOODED": http_only(Flow(lambda w: flood(w, "/api/v1/explore"), "the 4th request without a token"),
                          Flow(lambda w: flood(w, "/mcp"), "past the flood limit")),
     "TOO_MANY_SESSIONS": http_only(Unreachable("REST has no sessions"), Flow(too_many_sessions, "a second initialize")),
-    "BAD_COOKIE": http_only(Http("POST", "/governance/approve", "id=x", {**FORM, "Cookie": "ontoos_token=stale"},
+    "BAD_COOKIE": http_only(Http("POST", "/governance/approve", "id=x", {**FORM, "Cookie": "ontoos_session=stale"},
                                  who=None),
                             Unreachable("/mcp takes a bearer token, never the dashboard's cookie")),
     "UNKNOWN_SESSION": http_only(Unreachable("REST has no sessions"), Flow(foreign_session, "alice's session, vera's token")),
