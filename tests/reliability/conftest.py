@@ -151,7 +151,9 @@ class Serve:
         self.port = serving.free_port()
         self.tokens = {name: f"{name}-{secrets.token_hex(12)}" for name in PRINCIPALS}
         config = self.workdir / "server.yaml"
-        config.write_text("principals:\n" + "".join(
+        # more clients at once than the pool has connections is what these tests do (a principal's
+        # in-flight cap, 4 by default, would refuse them before they reach the pool)
+        config.write_text("max_in_flight: 16\nprincipals:\n" + "".join(
             f'  {name}: {{role: {role}, token_sha256: "{hashlib.sha256(self.tokens[name].encode()).hexdigest()}"}}\n'
             for name, role in PRINCIPALS.items()), encoding="utf-8")
         env = {k: v for k, v in os.environ.items() if not k.startswith("ONTOOS_")}

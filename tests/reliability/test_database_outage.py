@@ -65,7 +65,9 @@ async def test_database_down_under_load_then_back(lake, serve):
                 await asyncio.sleep(0.02)
 
     tasks = [asyncio.create_task(client(n)) for n in range(CLIENTS)]
-    await asyncio.sleep(1.5)
+    # the database goes down once every client has had an exploration answered (however long that takes)
+    assert await _until(lambda: sum(r["kind"] == "good" and r["status"] == 200 for r in results) >= CLIENTS), \
+        [r["status"] for r in results]
     t_stopping = time.monotonic()
     await asyncio.to_thread(lake.stop)
     t_down = time.monotonic()
