@@ -66,7 +66,8 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
         tools.refuse(e, None, "mcp" if path.startswith("/mcp") else "rest")
 
     app.add_middleware(BearerAuth, authenticator=authenticator, on_refusal=on_refusal, floods=floods,
-                       open_paths=("/healthz", "/favicon.ico", "/governance/login"))
+                       open_paths=("/healthz", "/favicon.ico", "/governance/login"),
+                       sessions=governance.principal_for_session if governance is not None else None)
     app.add_middleware(BodyLimit, timeout_s=timeout_s)  # outermost: before auth, for open paths too
     return app
 

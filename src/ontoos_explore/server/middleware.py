@@ -32,8 +32,8 @@ from .config import Authenticator
 from .limits import AuthFloods
 from .mcp_server import PRINCIPAL_KEY
 from .rest import answer_response
+from .sessions import COOKIE  # "ontoos_session": set by /governance/login, read on /governance paths only
 
-COOKIE = "ontoos_token"  # set by /governance/login, read on /governance paths only
 OWS = " \t"  # optional whitespace around a token (RFC 9110 5.6.3), nothing else
 
 
@@ -41,8 +41,9 @@ class BearerAuth:
     """ASGI middleware: the caller, or the refusal. `on_refusal(error, path)` records a 401."""
 
     def __init__(self, app, authenticator: Authenticator, open_paths: tuple[str, ...] = ("/healthz",),
-                 on_refusal=None, floods: AuthFloods | None = None) -> None:
+                 on_refusal=None, floods: AuthFloods | None = None, sessions=None) -> None:
         self.app = app
+        self.sessions = sessions  # a session id -> its Principal, or None (Governance.principal_for_session)
         self.auth = authenticator
         self.open_paths = open_paths
         self.on_refusal = on_refusal
@@ -69,7 +70,7 @@ class BearerAuth:
             if scheme.lower() == "bearer":
                 principal = self.auth.authenticate(token.strip(OWS))
         elif cookie is not None:
-            principal = self.auth.authenticate(cookie.strip(OWS))
+            principal = self.sessions(cookie) if self.sessions is not None else None
         if principal is not None:
             scope[PRINCIPAL_KEY] = principal
             return await self.app(scope, receive, send)
