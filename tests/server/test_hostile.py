@@ -299,7 +299,25 @@ def test_http_request(server, case_id):
     elif want.get("ok"):
         assert r.json["ok"] is True, r.text[:500]
     else:
-        assert_envelope(r.json, want.get("code"), want.get("says"))
+        err = assert_envelope(r.json, want.get("code"), want.get("says"))
+        if want.get("audited"):
+            assert_audited(server, err)
+
+
+def assert_audited(server, err: dict[str, Any]) -> None:
+    """`audited: true`: the refusal is in the audit trail, with its code and message (the case makes
+    the message unique), within a minute (the writer batches)."""
+    def found() -> int:
+        with psycopg.connect(server.audit_dsn, autocommit=True) as conn:
+            if conn.execute("SELECT to_regclass('ontoos_audit.events') IS NULL").fetchone()[0]:
+                return 0
+            return conn.execute("SELECT count(*) FROM ontoos_audit.events WHERE error_code = %s AND message = %s",
+                                (err["code"], err["message"])).fetchone()[0]
+
+    deadline = time.monotonic() + 60
+    while not found() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert found() == 1, f"the refusal was not audited once: {err['message']}"
 
 
 # ================================================================ bytes on a socket
