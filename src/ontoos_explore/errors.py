@@ -147,6 +147,10 @@ class Codes:
     BAD_COOKIE = _c("EX502", AUTH, "AUTH_REQUIRED", "the dashboard's sign-in cookie cannot be read", 401)
     UNKNOWN_SESSION = _c("EX102", VALIDATION, "INVALID_REQUEST",
                          "no MCP session of the caller has this id (never opened, ended, or another principal's)", 404)
+    HEADERS_TOO_SLOW = _c("EX102", VALIDATION, "INVALID_REQUEST",
+                          "the request line and headers did not arrive within the header timeout", 408)
+    TOO_MANY_CONNECTIONS = _c("EX412", POLICY, "QUERY_BUDGET_EXCEEDED",
+                              "a client address holds its most HTTP connections at once", 429)
 
     # EX9xx: not the caller's fault
     INTERNAL_ERROR = _c("EX901", INTERNAL, "INTERNAL_ERROR", "an unexpected failure")
@@ -409,3 +413,15 @@ def unknown_session(reason: str = "UNKNOWN_SESSION") -> ExploreError:
                       hint="the mcp-session-id names no open session of this token: it ended (DELETE /mcp, idle for "
                       "30 minutes, a restart) or was never opened; send initialize without an mcp-session-id to open "
                       "one", reason=reason)
+
+
+def headers_too_slow(timeout_s: float) -> ExploreError:
+    return InputError(Codes.HEADERS_TOO_SLOW, f"the request line and headers did not arrive within {timeout_s:g} s",
+                      hint="send the request line and all its headers at once; the connection is closed")
+
+
+def too_many_connections(cap: int) -> ExploreError:
+    e = ExploreError(Codes.TOO_MANY_CONNECTIONS, f"this address has {cap} connections open to the server, its most",
+                     hint="retry in 1 s on one of the connections already open (keep-alive), or close the idle ones",
+                     reason="CONNECTIONS")
+    return _retry_after(e, 1.0)

@@ -27,6 +27,8 @@ never read as something else, and never confused with an invalid contract
 | audit_queue_max | ONTOOS_AUDIT_QUEUE_MAX | | 100000 | an integer >= 1 | audit events held in memory while the store is slow or away |
 | audit_queue_mb | ONTOOS_AUDIT_QUEUE_MB | | 64 | a number > 0 | MiB of event text held so (past either bound, events are dropped and counted) |
 | body_timeout_s | ONTOOS_BODY_TIMEOUT | | 30 | a number > 0 | seconds an HTTP request body may take to arrive (then 408) |
+| header_timeout_s | ONTOOS_HEADER_TIMEOUT | | 10 | a number > 0 | seconds an HTTP request's line and headers may take to arrive, from the connection's start or the previous answer (then 408, or closed if nothing came) |
+| connections_per_client | ONTOOS_CONNECTIONS_PER_CLIENT | | 64 | an integer >= 1 | HTTP connections one client address may hold open at once (past it: 429 as it opens); behind a proxy, every client has the proxy's address |
 | queries | ONTOOS_QUERIES | --queries | queries.yaml | the path of a file (it need not exist yet) | the named-query registry, for the CLI and the servers alike; a missing file: no named queries |
 | promote_uses | ONTOOS_PROMOTE_USES | | 5 | an integer >= 1 | promotion candidates: answered at least this often |
 | promote_principals | ONTOOS_PROMOTE_PRINCIPALS | | 2 | an integer >= 1 | ... by at least this many principals |
@@ -233,6 +235,12 @@ SETTINGS: tuple[Setting, ...] = (
             "MiB of event text held so (past either bound, events are dropped and counted)"),
     Setting("body_timeout_s", "ONTOOS_BODY_TIMEOUT", 30.0, number(0),
             "seconds an HTTP request body may take to arrive (then 408)"),
+    Setting("header_timeout_s", "ONTOOS_HEADER_TIMEOUT", 10.0, number(0),
+            "seconds an HTTP request's line and headers may take to arrive, from the connection's start or the "
+            "previous answer (then 408, or closed if nothing came)"),
+    Setting("connections_per_client", "ONTOOS_CONNECTIONS_PER_CLIENT", 64, integer(1),
+            "HTTP connections one client address may hold open at once (past it: 429 as it opens); behind a "
+            "proxy, every client has the proxy's address"),
     Setting("queries", "ONTOOS_QUERIES", Path("queries.yaml"), NEW_FILE,
             "the named-query registry, for the CLI and the servers alike; a missing file: no named queries",
             flag="--queries"),
@@ -271,6 +279,8 @@ class Settings:
     audit_queue_max: int = _D["audit_queue_max"]
     audit_queue_mb: float = _D["audit_queue_mb"]
     body_timeout_s: float = _D["body_timeout_s"]
+    header_timeout_s: float = _D["header_timeout_s"]
+    connections_per_client: int = _D["connections_per_client"]
     queries: Path | None = _D["queries"]
     promote_uses: int = _D["promote_uses"]
     promote_principals: int = _D["promote_principals"]

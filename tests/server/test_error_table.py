@@ -21,8 +21,9 @@ makes the base): `sleepy` (0.2 s a row) readable by the analyst, whose time budg
 workloads.env_dump readable in the contract but not granted to the database roles (the third wall:
 DATABASE_DENIED); the analyst's limits refused rather than clamped and with no cost ceiling of its
 own, so the contract's heavy_max_cost of 1 refuses any heavy read on cost; one connection in the
-pool (a slow query holds it: UPSTREAM_UNAVAILABLE for the next); one MCP session per principal; and
-3 requests without a valid token per address before the flood limit.
+pool (a slow query holds it: UPSTREAM_UNAVAILABLE for the next); one MCP session per principal;
+3 requests without a valid token per address before the flood limit; a header timeout of 2 s; and
+8 connections per client address (filled from addresses of their own, 127.0.0.3 and 127.0.0.4).
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ PROTOCOL = "2025-11-25"
 SLOW = {"dataset": "sleepy", "fields": ["id", "label"], "limit": 20}  # 4.2 s: past the analyst's 1.5 s
 QUESTION = {"dataset": "workloads", "fields": ["name"], "limit": 1}
 SURFACES = ("rest", "mcp", "stdio", "cli")
+HEADER_TIMEOUT_S = 2  # ONTOOS_HEADER_TIMEOUT of the table's server
+CONNECTIONS_PER_CLIENT = 8  # ONTOOS_CONNECTIONS_PER_CLIENT of the table's server
 
 
 # ================================================================ the requests
@@ -192,6 +195,52 @@ def slow_body(world: World, path: str) -> Seen:
     message = json.loads(body)
     if path == "/mcp":
         return Seen("rpc", message["error"]["data"], status=status, rpc=message["error"]["code"])
+    return Seen("http", message, status=status)
+
+
+def raw_answer(reply: bytes) -> tuple[int, bytes, dict[str, Any]]:
+    """(status, headers, the JSON body) of an answer read off a socket."""
+    status_line, _, rest = reply.partition(b"\r\n")
+    headers, _, body = rest.partition(b"\r\n\r\n")
+    return int(status_line.split()[1]), headers.lower(), json.loads(body)
+
+
+def slow_headers(world: World, path: str) -> Seen:
+    """A request line and one header, then nothing: 408 once the header timeout (2 s) has passed."""
+    head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{world.server.port}\r\nAuthorization: Bearer {token('alice')}\r\n"
+    status, headers, message = raw_answer(raw_exchange(world.server, head.encode(), timeout=15))
+    assert b"connection: close" in headers, headers
+    return Seen("http", message, status=status)
+
+
+def crowded(world: World, source: str, path: str) -> Seen:
+    """From `source`, the connections one address may hold (8), each answered once and kept open
+    (keep-alive); one more is answered 429 as it opens, before its request is read."""
+    def connect() -> socket.socket:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.settimeout(10)
+        s.bind((source, 0))
+        s.connect((world.server.host, world.server.port))
+        return s
+
+    held = []
+    try:
+        for _ in range(CONNECTIONS_PER_CLIENT):
+            held.append(s := connect())
+            s.sendall(f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{world.server.port}\r\n\r\n".encode())
+            assert s.recv(65536).startswith(b"HTTP/1.1 200 ")
+        with connect() as s:
+            s.sendall((f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{world.server.port}\r\nAuthorization: Bearer "
+                       f"{token('alice')}\r\nContent-Type: application/json\r\nAccept: {ACCEPT}\r\n"
+                       f"Content-Length: {len(TOOLS_LIST)}\r\n\r\n{TOOLS_LIST}").encode())
+            reply = b""
+            while chunk := s.recv(65536):
+                reply += chunk
+    finally:
+        for s in held:
+            s.close()
+    status, headers, message = raw_answer(reply)
+    assert b"retry-after: 1" in headers and b"connection: close" in headers, headers
     return Seen("http", message, status=status)
 
 
@@ -526,7 +575,12 @@ TABLE: dict[str, dict[str, Any]] = {
     "BAD_COOKIE": http_only(Http("POST", "/governance/approve", "id=x", {**FORM, "Cookie": "ontoos_session=stale"},
                                  who=None),
                             Unreachable("/mcp takes a bearer token, never the dashboard's cookie")),
-    "UNKNOWN_SESSION": http_only(Unreachable("REST has no sessions"), Flow(foreign_session, "alice's session, vera's token")),
+    "UNKNOWN_SESSION": http_only(Unreachable("REST has no sessions"),
+                                 Flow(foreign_session, "alice's session, vera's token")),
+    "HEADERS_TOO_SLOW": http_only(Flow(lambda w: slow_headers(w, "/api/v1/explore"), "headers never finished"),
+                                  Flow(lambda w: slow_headers(w, "/mcp"), "headers never finished")),
+    "TOO_MANY_CONNECTIONS": http_only(Flow(lambda w: crowded(w, "127.0.0.3", "/api/v1/explore"), "a 9th connection"),
+                                      Flow(lambda w: crowded(w, "127.0.0.4", "/mcp"), "a 9th connection")),
     # ---------------------------------------------------------------- EX9xx
     "INTERNAL_ERROR": {s: Unreachable(BUG) for s in SURFACES},
     "CONTRACT_INVALID": cli_only(Cli(("explore", "--json", json.dumps(QUESTION)), {"ONTOOS_CONTRACT": "BAD"}),
@@ -785,7 +839,8 @@ def server(pg_dsn, tmp_path_factory):
                                config_extra={"mcp_sessions": 1, "max_in_flight": 1,
                                              "auth_failures": {"per_minute": 0.01, "burst": 3}},
                                ONTOOS_CONTRACT=str(contract), ONTOOS_ROLE_PREFIX=PREFIX, ONTOOS_POOL_MAX="1",
-                               ONTOOS_POOL_TIMEOUT="1")
+                               ONTOOS_POOL_TIMEOUT="1", ONTOOS_HEADER_TIMEOUT=str(HEADER_TIMEOUT_S),
+                               ONTOOS_CONNECTIONS_PER_CLIENT=str(CONNECTIONS_PER_CLIENT))
     yield srv, workdir, contract
     srv.stop_cleanly()
 

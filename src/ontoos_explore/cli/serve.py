@@ -66,12 +66,13 @@ def _serve_http(args, contract, settings, config, registry) -> int:
         raise UsageError("--http takes HOST:PORT, e.g. 127.0.0.1:8765")
     if not config.principals:
         sys.stderr.write("ontoos: no principals configured (--config): every request will be refused\n")
-    import uvicorn
+    from ..server.connections import serve
 
     dsn = resolve_dsn(settings, contract)
     from ..governance.report import Rule
 
     rule = Rule.from_settings(settings)
-    uvicorn.run(http_app(contract, settings, dsn, config, registry, settings.queries, rule, host, int(port)),
-                host=host, port=int(port), log_level="warning", lifespan="on")
+    # uvicorn, with the header timeout and the connection caps it lacks (server/connections.py)
+    serve(http_app(contract, settings, dsn, config, registry, settings.queries, rule, host, int(port)),
+          host, int(port), header_timeout_s=settings.header_timeout_s, per_client=settings.connections_per_client)
     return EXIT_OK

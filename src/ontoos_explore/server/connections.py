@@ -1,0 +1,253 @@
+"""Server, connections: what uvicorn's HTTP/1.1 protocol leaves unbounded, bounded before a request is read.
+
+uvicorn 0.54 (h11) arms no timer while a request's line and headers arrive
+(its keep-alive timeout runs only between requests, and any byte cancels it),
+and counts no connections per client: sockets that never finish their headers
+are held for ever, until the process runs out of file descriptors and answers
+nobody. Its own knobs do not close that: `limit_concurrency` answers 503 only
+once a request's headers are in, `timeout_keep_alive` only after an answer.
+`GuardedH11` (uvicorn's `H11Protocol`, subclassed; `serve` runs it) adds:
+
+- the header timeout (`header_timeout_s`, ONTOOS_HEADER_TIMEOUT, default 10 s):
+  from a connection's start, and again from each answer, the next request's
+  line and headers must be in within it. A connection that began a request
+  and did not finish its headers is answered 408 (HEADERS_TOO_SLOW, the
+  envelope) and closed; one that sent nothing (or only the rest of a body the
+  app did not read) is closed. A request whose headers are in is the app's
+  (its body has the body timeout; an MCP stream may stay open).
+- connections per client address (`per_client`, ONTOOS_CONNECTIONS_PER_CLIENT,
+  default 64): one more is answered 429 (TOO_MANY_CONNECTIONS, the envelope,
+  `Retry-After: 1`) as it opens, without reading a request, and closed once
+  the client has read that (at most 1 s later); the first refusal of an
+  address while it is at its cap is logged.
+- connections in all (`max_connections`, by default the process's descriptor
+  limit less a reserve for the database pool, the audit and files; `serve`
+  raises the soft limit to the hard one first): one more is closed at once.
+
+None of these refusals is in the audit: they come before any request (and a
+flood must not fill the trail); the log says when an address reaches its cap.
+Behind a proxy every client has the proxy's address: raise `per_client`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import resource
+import sys
+from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from ..errors import ExploreError, headers_too_slow, too_many_connections
+
+log = logging.getLogger("ontoos_explore.http")
+
+HEADER_TIMEOUT_S = 10.0
+PER_CLIENT = 64
+FD_RESERVE = 256  # descriptors kept for the process's own use: the pool, the audit, the registry, logs
+LINGER_S = 1.0  # a refused connection stays open this long at most, for its client to read the 429
+MAX_FDS = 1 << 20  # what the soft limit is raised to at most, when the hard limit is unlimited
+
+
+def raise_fd_limit() -> int:
+    """Raise this process's soft limit of open files to its hard limit; the soft limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = MAX_FDS if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            soft = want
+        except (ValueError, OSError):  # not allowed here: keep the limit there is
+            pass
+    return MAX_FDS if soft == resource.RLIM_INFINITY else soft
+
+
+def fd_budget(limit: int | None = None) -> int:
+    """Connections the server may hold at once: the descriptor limit less what the process needs itself."""
+    if limit is None:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        limit = MAX_FDS if soft == resource.RLIM_INFINITY else soft
+    return max(16, limit - min(FD_RESERVE, limit // 4))
+
+
+class ConnectionLimits:
+    """The bounds of one server, and its count of open connections per client address (one event loop:
+    no locks). The table holds only addresses with a connection open."""
+
+    def __init__(self, header_timeout_s: float = HEADER_TIMEOUT_S, per_client: int = PER_CLIENT,
+                 max_connections: int | None = None) -> None:
+        if not header_timeout_s > 0 or per_client < 1:
+            raise ValueError("header_timeout_s must be > 0 and per_client >= 1")
+        self.header_timeout_s = header_timeout_s
+        self.per_client = per_client
+        self.max_connections = fd_budget() if max_connections is None else max_connections
+        self.open: dict[str, int] = {}  # client address -> connections admitted and not yet closed
+        self._crowded: set[str] = set()  # addresses refused since they reached their cap (logged once)
+        self._full = False  # the server at max_connections (logged once)
+        self.too_many = _response(too_many_connections(per_client), b"retry-after: 1\r\n")
+        self.too_slow = _response(headers_too_slow(header_timeout_s))
+
+    def admit(self, address: str) -> bool:
+        held = self.open.get(address, 0)
+        if held >= self.per_client:
+            if address not in self._crowded:
+                self._crowded.add(address)
+                log.warning("%s holds %d connections, its most: more are answered 429 (TOO_MANY_CONNECTIONS) "
+                            "until some close", address, held)
+            return False
+        self.open[address] = held + 1
+        return True
+
+    def release(self, address: str) -> None:
+        held = self.open.get(address, 0) - 1
+        if held > 0:
+            self.open[address] = held
+        else:
+            self.open.pop(address, None)
+        if held < self.per_client:
+            self._crowded.discard(address)
+
+    def server_full(self, connections: int) -> bool:
+        full = connections >= self.max_connections
+        if full and not self._full:
+            log.warning("%d connections are open, the server's most: new ones are closed until some end", connections)
+        self._full = full
+        return full
+
+
+def _response(e: ExploreError, extra: bytes = b"") -> bytes:
+    """A whole HTTP/1.1 answer with the refusal's envelope, for a connection that is then closed."""
+    body = json.dumps(e.to_envelope()).encode("utf-8")
+    status = e.error_code.status
+    reason = {408: b"Request Timeout", 429: b"Too Many Requests"}.get(status, b"Error")
+    return (b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n%s\r\n"
+            % (status, reason, len(body), extra)) + body
+
+
+class GuardedH11(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol with the header timeout and the connection caps of `limits`
+    (`guarded(limits)` makes the class uvicorn instantiates per connection)."""
+
+    limits: ConnectionLimits = ConnectionLimits()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._address: str | None = None  # set once admitted (and counted)
+        self._refused = False  # answered (or closed) as it opened: nothing of it reaches h11 or the app
+        self._timer = None  # the header timeout, or a refused connection's linger
+        self._waiting_for: Any = None  # the request cycle the timeout was armed after (None: the first)
+
+    # ------------------------------------------------------------ opening
+
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        limits = self.limits
+        if limits.server_full(len(self.server_state.connections)):
+            self._refused = True
+            self.transport = transport
+            transport.close()
+            return
+        peer = transport.get_extra_info("peername")  # read once by asyncio when it accepted the socket
+        address = str(peer[0]) if isinstance(peer, (tuple, list)) and peer else "local"
+        if not limits.admit(address):
+            self._refuse(transport)
+            return
+        self._address = address
+        super().connection_made(transport)
+        self._arm()
+
+    def _refuse(self, transport) -> None:
+        """The 429 as the connection opens; then the client's bytes are read and dropped until it closes
+        (closing with them unread would reset the connection, and the answer might be lost), 1 s at most."""
+        self._refused = True
+        self.transport = transport
+        self.server_state.connections.add(self)  # counted in all, and closed by a shutdown
+        transport.write(self.limits.too_many)
+        if transport.can_write_eof():
+            transport.write_eof()
+        self._timer = self.loop.call_later(LINGER_S, transport.close)
+
+    # ------------------------------------------------------------ the header timeout
+
+    def _arm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._waiting_for = self.cycle
+        self._timer = self.loop.call_later(self.limits.header_timeout_s, self._headers_late)
+
+    def _headers_late(self) -> None:
+        self._timer = None
+        if self.transport.is_closing():
+            return
+        if self.cycle is not self._waiting_for or (self.cycle is not None and not self.cycle.response_complete):
+            return  # a request's headers came in time (it may still be being answered)
+        begun = self.conn.their_state is h11.IDLE and bool(self.conn.trailing_data[0])
+        if begun:
+            self.transport.write(self.limits.too_slow)
+        else:
+            try:
+                self.conn.send(h11.ConnectionClosed())
+            except h11.LocalProtocolError:
+                pass
+        self.transport.close()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._arm()  # the next request's headers are due within the timeout of this answer
+
+    # ------------------------------------------------------------ the rest of the protocol
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return  # dropped: nothing is read from a refused connection
+        super().data_received(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._refused:
+            self.server_state.connections.discard(self)
+            return
+        if self._address is not None:
+            self.limits.release(self._address)
+            self._address = None
+        super().connection_lost(exc)
+
+    def shutdown(self) -> None:
+        if self._refused:
+            self.transport.close()
+            return
+        super().shutdown()
+
+
+def guarded(limits: ConnectionLimits) -> type[GuardedH11]:
+    """The protocol class for uvicorn's `http=`: `GuardedH11` bound to `limits`."""
+    return type("GuardedH11", (GuardedH11,), {"limits": limits})
+
+
+def uvicorn_config(app, host: str, port: int, limits: ConnectionLimits, **options: Any):
+    """uvicorn's Config for `app` with the guarded protocol; no WebSocket upgrades (the app takes none)."""
+    import uvicorn
+
+    options = {"log_level": "warning", "lifespan": "on", **options}
+    return uvicorn.Config(app, host=host, port=port, http=guarded(limits), ws="none", **options)
+
+
+def serve(app, host: str, port: int, *, header_timeout_s: float = HEADER_TIMEOUT_S, per_client: int = PER_CLIENT,
+          max_connections: int | None = None, **options: Any) -> None:
+    """Run `app` under uvicorn on host:port with these bounds, until a signal stops it (as `uvicorn.run`)."""
+    import uvicorn
+
+    fds = raise_fd_limit()
+    limits = ConnectionLimits(header_timeout_s, per_client, fd_budget(fds) if max_connections is None
+                              else max_connections)
+    server = uvicorn.Server(uvicorn_config(app, host, port, limits, **options))
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    if not server.started:
+        sys.exit(3)  # uvicorn's STARTUP_FAILURE, as uvicorn.run exits
