@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import example, HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ontoos_explore import load_contract
@@ -156,6 +156,10 @@ def test_fuzz_any_request(server):
 
     @settings(max_examples=150, **FUZZ)
     @given(**ANY_REQUEST)
+    # the wall of the role: a principal that is no reviewer asks for the reviewers' API (the floor below
+    # must not hang on whether the generated examples happen to reach it)
+    @example(method="GET", path="/api/v1/governance/report", query="", content_type=None, who="fuzz", body=None,
+             extra={})
     def one(method, path, query, content_type, who, body, extra):
         if extra.get("Expect") is not None:
             extra["Expect"] = "100-continue" if "1" in extra["Expect"] else extra["Expect"]

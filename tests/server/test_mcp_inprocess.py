@@ -26,7 +26,7 @@ from ontoos_explore import load_contract
 from ontoos_explore.engine.demo_data import SECRET_MARKER
 from ontoos_explore.engine.executor import Executor
 from ontoos_explore.governance.registry import Registry
-from ontoos_explore.server.config import Principal
+from ontoos_explore.server.config import DEFAULT_IN_FLIGHT, Principal
 from ontoos_explore.server.mcp_server import build_server, fixed
 from ontoos_explore.server.tools import Tools
 from ontoos_explore.service import Explorer
@@ -277,17 +277,20 @@ async def test_dry_run_returns_the_plan_and_no_rows(analyst, viewer):
 
 
 async def test_concurrent_calls_share_the_small_pool(analyst):
+    """As many calls at once as a principal may run (4), over a pool of fewer connections: they wait
+    their turn for one and all answer."""
     results: dict[int, dict] = {}
+    n = DEFAULT_IN_FLIGHT
 
     async def one(i: int) -> None:
         results[i] = await analyst.ok("ontoos_explore", {"dataset": "hosts", "fields": ["hostname"],
                                                         "order_by": ["hostname"], "limit": i + 1})
 
     async with anyio.create_task_group() as tg:
-        for i in range(6):
+        for i in range(n):
             tg.start_soon(one, i)
-    assert [results[i]["meta"]["rows"] for i in range(6)] == [1, 2, 3, 4, 5, 6]
-    assert all(results[i]["data"]["rows"] == results[5]["data"]["rows"][: i + 1] for i in range(6))
+    assert [results[i]["meta"]["rows"] for i in range(n)] == list(range(1, n + 1))
+    assert all(results[i]["data"]["rows"] == results[n - 1]["data"]["rows"][: i + 1] for i in range(n))
 
 
 # ---------------------------------------------------------------- refusals of ontoos_explore
