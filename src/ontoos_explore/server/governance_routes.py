@@ -43,8 +43,6 @@ import base64
 import datetime as dt
 import hashlib
 import json
-import re
-import unicodedata
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -53,14 +51,16 @@ import psycopg
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from ..errors import AuthError, BudgetError, Codes, ExploreError, InputError, csrf_refused, flooded
+from ..errors import AuthError, Codes, ExploreError, InputError
 from ..governance import promote as promotion
 from ..governance import report as rep
-from ..names import fold, is_identifier
+from ..names import is_identifier
 from .config import Authenticator, Principal
+from .governance_actions import Actions
+from .governance_forms import DAYS, DONE, SUBTYPE, _codes, _notice, _origin, _shown, _suggest_id, _suggest_title
 from .sessions import COOKIE, Session, Sessions
 
 SURFACE = "dashboard"  # the audit's surface of every governance action
@@ -77,23 +77,7 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 
-# The page's messages: a key of the redirect (`?done=...&id=...`) -> its text; nothing else is shown.
-DONE = {
-    "promoted": "promoted {id} (pending): it runs once a reviewer approves it below",
-    "approved": "approved {id}: agents can run it with ontoos_run_query",
-}
-LOGIN_DONE = {"signed_out": "You are signed out: the session has ended."}
-
-MAX_FORM = 64 * 1024
-MAX_FIELDS = 300
-FIELD_LIMITS = {"token": 4096, "csrf": 200, "fingerprint": 64, "id": 63, "title": promotion.MAX_TITLE, "keep": 2000}
-SUBTYPE = re.compile(r"[A-Z][A-Z_]{0,39}")
-DAYS = re.compile(r"[0-9]{1,3}")
-# what a field may not hold: control characters (C0, DEL, C1), surrogates, private use, and the bidi controls
-_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
-class Governance:
+class Governance(Actions):
     """`audit_dsn` is where the reports read the audit (the deployment's audit database, else the
     exploration database), `audit` whether it is on; the registry file is read and written through
     its `RegistryStore`, and `tools.registry` (a `LiveRegistry`) is refreshed after every change.
@@ -335,133 +319,6 @@ class Governance:
                             csrf=session.csrf if session is not None else None,
                             self_approval=self.allow_self_approval)
 
-    # ------------------------------------------------------------ actions
-
-    async def _action(self, request: Request, name: str, act) -> Response:
-        """A reviewer's POST form that changes something: refused before anything is done unless it
-        comes from this dashboard's page of the caller's own session (Origin, CSRF token); then
-        `act(form, principal, session)` -> (what, response), audited with who and what either way."""
-        from .mcp_server import PRINCIPAL_KEY
-
-        principal: Principal | None = request.scope.get(PRINCIPAL_KEY)
-        what = name
-        try:
-            if (why := self._cross_origin(request)) is not None:
-                raise csrf_refused(why)
-            principal = self._reviewer(request)
-            form = await _form(request)
-            what = _describe(name, form)
-            session = self._session(request, principal)
-            if session is None:
-                raise csrf_refused("NO_SESSION")
-            if not session.csrf_matches(form.one("csrf")):
-                raise csrf_refused("BAD_CSRF")
-            what, response, done = await act(form, principal, session)
-        except ExploreError as e:
-            self._record(principal, what, e)
-            return self._refusal(e, request)
-        except psycopg.Error:
-            e = self._upstream()
-            self._record(principal, what, e)
-            return self._refusal(e, request)
-        self._record(principal, what, done=done)
-        return response
-
-    async def promote(self, request: Request) -> Response:
-        async def act(form: Form, principal: Principal, session: Session):
-            fingerprint = promotion.check_fingerprint(form.one("fingerprint"))
-            ident = _ident(form.one("id"))
-            title = form.one("title") or ident
-            chosen = _chosen(form.all("keep"))
-            self._registry_configured()
-
-            def write():
-                with psycopg.connect(self._dsn(), connect_timeout=5) as conn:
-                    return promotion.promote(conn, self.tools.contract, self.store, fingerprint, ident, title,
-                                             examples=promotion.Examples(chosen=chosen), promoted_by=principal.name)
-
-            entry = await asyncio.to_thread(write)
-            self._reload_registry()
-            kept = {p.name: list(p.examples) for p in entry.parameters}
-            what = f"promote {entry.id} from {fingerprint}, examples kept: {json.dumps(kept, ensure_ascii=False)}"
-            return what, _done("promoted", entry.id), "PROMOTED"
-
-        return await self._action(request, "promote", act)
-
-    async def approve(self, request: Request) -> Response:
-        async def act(form: Form, principal: Principal, session: Session):
-            ident = _ident(form.one("id"))
-            self._registry_configured()
-            entry = await asyncio.to_thread(promotion.approve, self.store, ident, principal.name,
-                                            allow_self=self.allow_self_approval)
-            self._reload_registry()
-            promoted_by = entry.get("promoted_by") or "nobody recorded"
-            return f"approve {entry.get('id', ident)} (promoted by {promoted_by})", _done("approved", str(entry.get("id", ident))), "APPROVED"
-
-        return await self._action(request, "approve", act)
-
-    async def logout(self, request: Request) -> Response:
-        async def act(form: Form, principal: Principal, session: Session):
-            self.sessions.end(request.cookies.get(COOKIE))
-            response = RedirectResponse("/governance/login?done=signed_out", status_code=303)
-            response.delete_cookie(COOKIE, path="/governance", secure=self._secure(request), httponly=True,
-                                   samesite="strict")
-            return "sign out", response, "SIGNED_OUT"
-
-        return await self._action(request, "sign out", act)
-
-    def _registry_configured(self) -> None:
-        if self.registry_path is None:
-            raise InputError(Codes.INVALID_REQUEST, "no registry file is configured", hint="start with --queries FILE")
-
-    # ------------------------------------------------------------ signing in
-
-    async def login_form(self, request: Request) -> Response:
-        return self._login_page(notice=_notice(request, LOGIN_DONE))
-
-    def _login_page(self, status: int = 200, **context: Any) -> Response:
-        return self._render("login.html", status, hours=f"{self.sessions.lifetime_s / 3600:g}", **context)
-
-    async def login(self, request: Request) -> Response:
-        """A token -> a session. Every attempt is audited, except past the per-address limit of attempts
-        without a valid token (429, counted as one AUTH_FLOOD gap per episode, as BearerAuth does)."""
-        try:
-            if (why := self._cross_origin(request)) is not None:
-                raise csrf_refused(why)
-            form = await _form(request)
-            token = form.one("token")
-        except ExploreError as e:
-            if e.error_code in (Codes.BODY_TOO_SLOW, Codes.BODY_TOO_LARGE, Codes.INPUT_TOO_LARGE):
-                return self._refusal(e, request, back="/governance/login")  # the body itself: the envelope
-            return self._failed_login(request, None, e)
-        principal = self.auth.authenticate(token)
-        if principal is None:
-            return self._failed_login(request, None, AuthError(
-                Codes.NO_TOKEN, "That token is not valid.", reason="BAD_TOKEN",
-                hint="tokens are issued in the server configuration; the token is the one your bearer header sends"))
-        if not principal.reviewer:
-            return self._failed_login(request, principal, AuthError(
-                Codes.NOT_REVIEWER, "The governance pages are for reviewers.",
-                hint="ask for a reviewer principal in the server configuration"))
-        self.sessions.end(request.cookies.get(COOKIE))  # a new sign-in never keeps an id the browser had
-        session = self.sessions.open(principal)
-        self._record(principal, "sign in", done="SIGNED_IN")
-        response = RedirectResponse("/governance", status_code=303)
-        response.set_cookie(COOKIE, session.id, max_age=max(1, int(self.sessions.lifetime_s)), path="/governance",
-                            secure=self._secure(request), httponly=True, samesite="strict")
-        return response
-
-    def _failed_login(self, request: Request, principal: Principal | None, e: ExploreError) -> Response:
-        if principal is None and self.floods is not None:
-            wait = self.floods.admit((request.client.host if request.client else None) or "unknown")
-            if wait > 0:
-                return self._refusal(flooded(wait), request, back="/governance/login")
-        self._record(principal, "sign in", e)
-        accept = request.headers.get("accept", "")
-        if "application/json" in accept and "text/html" not in accept:
-            return self._refusal(e, request)
-        return self._login_page(e.error_code.status, error=e)
-
     def routes(self) -> list[Route]:
         return [
             Route("/governance", _secured(self.page), methods=["GET"]),
@@ -485,136 +342,3 @@ def _secured(handler):
 
     route.__name__ = handler.__name__
     return route
-
-
-def _origin(value: str) -> str:
-    """An origin as compared: lower case, without its scheme's default port."""
-    v = value.strip().lower()
-    for scheme, port in (("http://", ":80"), ("https://", ":443")):
-        if v.startswith(scheme) and v.endswith(port):
-            return v[: -len(port)]
-    return v
-
-
-def _codes():
-    from ..errors import all_codes
-
-    return all_codes()
-
-
-def _suggest_id(candidate: dict[str, Any]) -> str:
-    base = fold(candidate.get("dataset") or "exploration")
-    return f"{base}_{candidate['fingerprint'][:6]}"
-
-
-def _suggest_title(candidate: dict[str, Any]) -> str:
-    return f"{candidate.get('dataset') or 'exploration'} ({candidate['fingerprint'][:6]})"
-
-
-def _shown(example: Any) -> str:
-    return example if isinstance(example, str) else json.dumps(example)
-
-
-def _ident(value: str) -> str:
-    if not is_identifier(value):
-        raise InputError(Codes.INVALID_NAME, "the id must be an identifier (letters, digits and _, at most 63)",
-                         hint="e.g. workloads_by_namespace")
-    return value
-
-
-def _chosen(keep: list[str]) -> dict[str, frozenset[str]]:
-    """The examples ticked on the promote form: `keep` values, each the JSON [parameter, example]."""
-    chosen: dict[str, set[str]] = {}
-    for raw in keep:
-        try:
-            name, value = json.loads(raw)
-        except (ValueError, TypeError):
-            raise InputError(Codes.INVALID_REQUEST, "a kept example is not one the promote form offers",
-                             hint="promote from the form at /governance/promote?fingerprint=...") from None
-        if not isinstance(name, str) or isinstance(value, (dict, list)):
-            raise InputError(Codes.INVALID_REQUEST, "a kept example is not one the promote form offers",
-                             hint="promote from the form at /governance/promote?fingerprint=...")
-        chosen.setdefault(name, set()).add(promotion.example_key(value))
-    return {k: frozenset(v) for k, v in chosen.items()}
-
-
-def _describe(name: str, form: Form) -> str:
-    """What an action was asked to do, for the audit (ids and fingerprints as sent, cut short)."""
-    parts = [name] + [f"{k}={form.one_or_none(k)[:70]!r}" for k in ("id", "fingerprint") if form.one_or_none(k)]
-    return " ".join(parts)
-
-
-def _done(key: str, ident: str) -> RedirectResponse:
-    return RedirectResponse("/governance?" + urllib.parse.urlencode({"done": key, "id": ident}), status_code=303)
-
-
-def _notice(request: Request, table: dict[str, str]) -> str | None:
-    """The message of `?done=<key>` (with `id`, an identifier, where the message names one); else none."""
-    text = table.get(request.query_params.get("done") or "")
-    if text is None:
-        return None
-    if "{id}" in text:
-        ident = request.query_params.get("id")
-        if not is_identifier(ident):
-            return None
-        return text.format(id=ident)
-    return text
-
-
-# ---------------------------------------------------------------- forms
-
-
-class Form:
-    """A form's fields, read and checked once (`_form`)."""
-
-    def __init__(self, pairs: list[tuple[str, str]]) -> None:
-        self.pairs = pairs
-
-    def all(self, name: str) -> list[str]:
-        return [v for k, v in self.pairs if k == name]
-
-    def one_or_none(self, name: str) -> str | None:
-        values = self.all(name)
-        return values[0] if len(values) == 1 else None
-
-    def one(self, name: str) -> str:
-        """The field sent once ('' when not sent); sent twice, a 400 (which one counts is ambiguous)."""
-        values = self.all(name)
-        if len(values) > 1:
-            raise InputError(Codes.INVALID_REQUEST, f"'{name}' is sent more than once", hint="send each field once")
-        return values[0] if values else ""
-
-
-async def _form(request: Request) -> Form:
-    """The body as an HTML form: application/x-www-form-urlencoded, UTF-8, at most MAX_FORM bytes and
-    MAX_FIELDS fields; each field within its length and free of control characters, surrogates and
-    bidi controls (400, naming the field, never echoing it)."""
-    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    chunks, size = [], 0
-    async for chunk in request.stream():  # refused as soon as it is too large, not after reading it all
-        size += len(chunk)
-        if size > MAX_FORM:
-            raise BudgetError(Codes.INPUT_TOO_LARGE, "the form is too large", hint="send at most 64 KiB")
-        chunks.append(chunk)
-    if ctype != "application/x-www-form-urlencoded":
-        raise InputError(Codes.INVALID_REQUEST, "the body is not an HTML form",
-                         hint="send Content-Type: application/x-www-form-urlencoded, as the dashboard's forms do")
-    try:
-        text = b"".join(chunks).decode("utf-8")
-        pairs = urllib.parse.parse_qsl(text, keep_blank_values=True, max_num_fields=MAX_FIELDS, encoding="utf-8",
-                                       errors="strict")
-    except UnicodeDecodeError:
-        raise InputError(Codes.INVALID_REQUEST, "the form is not UTF-8", hint="send the form as UTF-8") from None
-    except ValueError:
-        raise InputError(Codes.INVALID_REQUEST, f"the form has more than {MAX_FIELDS} fields",
-                         hint="send the dashboard's form as it is") from None
-    for name, value in pairs:
-        if name not in FIELD_LIMITS:
-            continue  # a field no route reads (a browser's button name, ...): never used
-        if len(value) > FIELD_LIMITS[name]:
-            raise InputError(Codes.INVALID_REQUEST, f"'{name}' is longer than {FIELD_LIMITS[name]} characters",
-                             hint=f"send at most {FIELD_LIMITS[name]} characters")
-        if bad := next((c for c in value if c in _BIDI or unicodedata.category(c) in ("Cc", "Cs", "Co")), None):
-            raise InputError(Codes.INVALID_REQUEST, f"'{name}' holds a control character (U+{ord(bad):04X})",
-                             hint="send printable text only")
-    return Form(pairs)
