@@ -106,7 +106,7 @@ def test_compile_every_form_gives_the_same_answer(form, tmp_path, capsys, monkey
     assert got["ok"] is True
     q = expected_readme_query()
     assert got["sql"] == q.sql
-    assert got["params"] == ["prod-fp", False]
+    assert got["params"] == ["prod-fp", False, False]  # workloads.is_deleted, then its project's
     assert got["fingerprint"] == q.fingerprint
     assert got["notes"] == list(q.notes)
     assert got["contract_hash"] == load_contract(DEMO).hash
@@ -155,7 +155,7 @@ def test_flag_filter_and_limit(capsys):
                        "--filter", "replicas=3", "--filter", "namespace != 'x'", "--limit", "7")
     assert code == 0, out
     got = one_envelope(out)
-    assert got["params"] == [3, "x", False]
+    assert got["params"] == [3, "x", False, False]
     assert "LIMIT 8" in got["sql"]
 
 

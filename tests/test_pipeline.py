@@ -28,7 +28,7 @@ def test_three_forms_compile_to_byte_identical_sql(demo):
     json_ = compile_exploration(JSON, demo, "analyst")
     flags = compile_exploration(from_flags(**FLAGS), demo, "analyst")
     assert text.sql.encode() == json_.sql.encode() == flags.sql.encode()
-    assert text.params == json_.params == flags.params == ("prod-fp", 2, "Deployment", "StatefulSet", False)
+    assert text.params == json_.params == flags.params == ("prod-fp", 2, "Deployment", "StatefulSet", False, False)
     assert text.fingerprint == json_.fingerprint == flags.fingerprint
     assert text.normalized == json_.normalized == flags.normalized
 
@@ -43,9 +43,10 @@ def test_compiled_query_shape(demo):
     assert q.columns == ("name", "n", "cpu")
     assert q.limit == 20 and q.sql.endswith("LIMIT 21")
     assert q.plan.role == "analyst" and q.plan.timeout_ms == demo.role("analyst").timeout_ms
-    assert [s.caller for s in q.slots] == [True, True, True, True, False]
-    assert [s.column for s in q.slots] == ["namespace", "replicas", "kind", "kind", "is_deleted"]
-    assert q.to_json()["params"] == ["prod-fp", 2, "Deployment", "StatefulSet", False]
+    assert [s.caller for s in q.slots] == [True, True, True, True, False, False]
+    # the last: the always-filter of the workload's project, which workloads exist with
+    assert [s.column for s in q.slots] == ["namespace", "replicas", "kind", "kind", "is_deleted", "project.is_deleted"]
+    assert q.to_json()["params"] == ["prod-fp", 2, "Deployment", "StatefulSet", False, False]
 
 
 def test_an_exploration_object_is_accepted(demo):

@@ -90,7 +90,8 @@ def describe_dataset(contract: Contract, role: str | Role, name: str) -> dict[st
         "name": ds.name,
         "description": ds.description,
         "heavy": ds.heavy,
-        "filtered": bool(ds.always_filter),  # rows are pre-filtered by the contract; how is not shown
+        # rows are pre-filtered by the contract (its own always_filter, or its parents': exists_with); how is not shown
+        "filtered": bool(ds.always_filter or ds.exists_with),
         "max_rows": row_cap(r, ds),
         "columns": columns,
         "relations": relations,

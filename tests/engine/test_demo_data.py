@@ -219,10 +219,11 @@ def test_secret_marker_in_every_secret_value_and_nowhere_else_loaded(demo, conn)
             assert marked == (total if col.secret else 0), f"{ds.name}.{name}: {marked} of {total} marked"
 
 
-def child_side(relation):
-    """(child, parent, child columns, parent columns) of a key relation: the many side points to the one."""
+def child_side(relation, demo):
+    """(child, parent, child columns, parent columns) of a key relation: the many side points to the one;
+    a one_to_one relation named in its from-dataset's exists_with points from the child too."""
     pairs = list(relation.join.items())
-    if relation.cardinality == "many_to_one":
+    if relation.cardinality == "many_to_one" or relation in demo.parents_of(relation.from_):
         return relation.from_, relation.to, [a for a, _ in pairs], [b for _, b in pairs]
     return relation.to, relation.from_, [b for _, b in pairs], [a for a, _ in pairs]
 
@@ -240,19 +241,19 @@ def test_every_key_relation_finds_its_parent(demo, conn):
     for rel in demo.relations.values():
         if rel.cardinality == "many_to_many":
             continue
-        child, parent, ccols, pcols = child_side(rel)
+        child, parent, ccols, pcols = child_side(rel, demo)
         assert unmatched(conn, demo, child, parent, ccols, pcols) == 0, rel.name
         if rel.cardinality == "one_to_one":  # and every parent has its one child
             assert unmatched(conn, demo, parent, child, pcols, ccols) == 0, rel.name
         checked += 1
-    assert checked == 13
+    assert checked == 17  # 13, and the 4 child-to-parent relations exists_with follows
 
 
 def test_foreign_keys_are_the_key_relations(demo, conn):
     expected = set()
     for rel in demo.relations.values():
         if rel.cardinality != "many_to_many":
-            child, parent, ccols, pcols = child_side(rel)
+            child, parent, ccols, pcols = child_side(rel, demo)
             expected.add((demo.dataset(child).table_name, tuple(ccols), demo.dataset(parent).table_name, tuple(pcols)))
     found = conn.execute("""
         SELECT c.conrelid::regclass::text, array_agg(a.attname ORDER BY k.i),

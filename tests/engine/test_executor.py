@@ -42,15 +42,19 @@ async def test_rows_match_a_hand_written_query(explorer, pg_dsn):
         "explore workloads fields namespace, count() as n where kind = 'Deployment' group by namespace "
         "order by namespace limit 100", "analyst")
     assert answer.ok, answer.envelope
-    expected = direct(pg_dsn, "SELECT namespace, count(*) FROM lake.k8s_workloads "
-                              "WHERE kind = 'Deployment' AND NOT is_deleted GROUP BY namespace ORDER BY namespace")
+    # a workload exists only with its project (exists_with): deleted projects' workloads are hidden too
+    expected = direct(pg_dsn, "SELECT w.namespace, count(*) FROM lake.k8s_workloads w "
+                              "JOIN lake.gitlab_projects p ON p.project_id = w.project_id "
+                              "WHERE w.kind = 'Deployment' AND NOT w.is_deleted AND NOT p.is_deleted "
+                              "GROUP BY w.namespace ORDER BY w.namespace")
     assert answer.envelope["data"]["rows"] == [[ns, n] for ns, n in expected]
     assert answer.envelope["data"]["columns"] == ["namespace", "n"]
 
 
 async def test_always_filter_hides_rows(explorer, pg_dsn):
     answer = await explorer.explore("explore workloads fields count()", "analyst")
-    (visible,) = direct(pg_dsn, "SELECT count(*) FROM lake.k8s_workloads WHERE NOT is_deleted")[0:1]
+    (visible,) = direct(pg_dsn, "SELECT count(*) FROM lake.k8s_workloads w JOIN lake.gitlab_projects p "
+                                "ON p.project_id = w.project_id WHERE NOT w.is_deleted AND NOT p.is_deleted")[0:1]
     (everything,) = direct(pg_dsn, "SELECT count(*) FROM lake.k8s_workloads")[0:1]
     assert answer.envelope["data"]["rows"] == [[visible[0]]]
     assert visible[0] < everything[0]
@@ -212,7 +216,7 @@ async def test_every_session_setting_is_pinned(pg_dsn, demo):
 async def test_a_second_statement_cannot_ride_along(pg_dsn, demo):
     """Explorations use the extended protocol even without parameters: one statement only."""
     async with executor_for(pg_dsn, demo, pool_max=1, query_roles=False) as executor:
-        q = compile_exploration("explore images fields repository limit 1", demo, "analyst")
+        q = compile_exploration("explore hosts fields hostname limit 1", demo, "analyst")  # no filter, no parent
         assert q.params == ()
         smuggled = dataclasses.replace(q, sql=q.sql + "; SELECT 1")
         with pytest.raises(Exception) as info:

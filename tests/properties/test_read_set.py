@@ -4,7 +4,9 @@ Explorations are drawn from the contract's own vocabulary (every dataset,
 relation and column name, secret and hidden ones included, in random case)
 plus strangers. Each one either compiles or is refused with an ExploreError;
 what compiles reads only tables in the role's scope and, of those, only
-readable columns, join columns and always-filter columns.
+readable columns, join columns and always-filter columns; and the parents
+its datasets exist with (exists_with, up each chain, in scope or not), only
+for the columns those joins and the parents' always-filters need.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from .strategies import contract_explorations, fields, names, predicates
 from ontoos_explore import load_contract
 
 CONTRACT = load_contract(ROOT / "contracts" / "demo.yaml")
-TABLE_RE = re.compile(r'"(\w+)"\."(\w+)" AS "(t\d+)"')
-COLUMN_RE = re.compile(r'"(t\d+)"\."(\w+)"')
+TABLE_RE = re.compile(r'(?:FROM|JOIN) "(\w+)"\."(\w+)" AS "([tp]\d+)"')  # t: the caller's; p: parents
+COLUMN_RE = re.compile(r'"([tp]\d+)"\."(\w+)"')
 
 
 def vocabulary(contract):
@@ -70,6 +72,18 @@ def allowed_columns(contract, role):
             if fold(rel.to) == fold(ds.name):
                 cols |= set(rel.join.values())
         allowed.setdefault(ds.relation, set()).update(cols)
+        # up the exists_with chain: the join columns of both ends, each parent's always-filter columns
+        child = ds
+        todo = [child]
+        while todo:
+            child = todo.pop()
+            for name in child.exists_with:
+                rel = next(r for r in contract.relations.values() if fold(r.name) == fold(name))
+                parent = next(d for d in contract.datasets.values() if fold(d.name) == fold(rel.to))
+                allowed.setdefault(child.relation, set()).update(rel.join)
+                allowed.setdefault(parent.relation, set()).update(
+                    set(rel.join.values()) | {f.column for f in parent.always_filter})
+                todo.append(parent)
     return allowed
 
 
