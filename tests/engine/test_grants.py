@@ -1,4 +1,5 @@
-"""The third wall: database roles whose column grants are exactly the guard's allowed set."""
+"""The third wall: database roles whose column grants are exactly the guard's allowed set (a child's
+parents' join and always-filter columns included, even outside the role's read sets)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import psycopg
 import pytest
 import yaml
 
+from ontoos_explore import compile_exploration
 from ontoos_explore.allowed import allowed_for_role
 from ontoos_explore.contract import parse_contract
 from ontoos_explore.engine import grants
@@ -73,3 +75,32 @@ def test_apply_is_idempotent_and_revokes_what_the_contract_drops(pg_dsn):
         grants.apply(conn, changed, prefix)
     after = privileges(pg_dsn, f"{prefix}analyst")
     assert ("lake", "hosts", "region") not in after and after == expected(changed, "analyst")
+
+
+def test_a_role_is_granted_its_childrens_parent_columns_even_outside_its_read_sets(pg_dsn):
+    """exists_with: a role reading containers and images, but none of their parents (workloads, projects,
+    archives), is granted SELECT on the parents' join and always-filter columns, so its queries hide the
+    children of hidden parents, and on nothing else of them."""
+    data = yaml.safe_load((ROOT / "contracts" / "demo.yaml").read_text())
+    data["read_sets"]["crew"] = ["containers", "images"]
+    data["roles"]["crew"] = {"read_sets": ["crew"], "max_rows": 50}
+    crew = parse_contract(yaml.safe_dump(data), "demo.yaml")
+    prefix = "ontoos_e_"
+    with psycopg.connect(pg_dsn) as conn:
+        grants.apply(conn, crew, prefix)
+    granted = privileges(pg_dsn, f"{prefix}crew")
+    assert granted == expected(crew, "crew")
+    assert {c for s, t, c in granted if t == "k8s_workloads"} == {"workload_id", "project_id", "is_deleted"}
+    assert {c for s, t, c in granted if t == "gitlab_projects"} == {"project_id", "is_deleted"}
+    assert {c for s, t, c in granted if t == "code_archives"} == {"archive_id", "project_id"}
+    q = compile_exploration("explore containers via image fields name, image.tag where cpu_millis > 100", crew, "crew")
+    assert q.parents == ("workloads", "projects", "archives", "projects")
+    with psycopg.connect(pg_dsn, cursor_factory=psycopg.RawCursor) as conn:
+        conn.execute(f'SET ROLE "{prefix}crew"')
+        assert conn.execute(q.sql, q.params).fetchall()
+        for hidden in ("SELECT name FROM lake.k8s_workloads LIMIT 1", "SELECT path FROM lake.gitlab_projects LIMIT 1",
+                       "SELECT commit_sha FROM lake.code_archives LIMIT 1"):
+            conn.rollback()
+            conn.execute(f'SET ROLE "{prefix}crew"')
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(hidden)

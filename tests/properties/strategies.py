@@ -111,12 +111,12 @@ def _cased(draw, word: str) -> str:
 
 
 @st.composite
-def contract_explorations(draw, contract):
-    """Explorations that mostly make sense for `contract`: a real root, relations
-    that chain, columns of the datasets reached (secret and hidden ones too, now
+def contract_explorations(draw, contract, roots=None):
+    """Explorations that mostly make sense for `contract`: a real root (one of `roots`, if given),
+    relations that chain, columns of the datasets reached (secret and hidden ones too, now
     and then), literals of the right type (mostly), and aggregates grouped
     properly (mostly). Mistakes are drawn on purpose, at a low rate."""
-    root = draw(st.sampled_from(sorted(contract.datasets)))
+    root = draw(st.sampled_from(sorted(roots if roots is not None else contract.datasets)))
     reached = [(None, contract.datasets[root])]
     relations = []
     for _ in range(draw(st.integers(0, 3))):
@@ -216,7 +216,9 @@ _ident = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True).filter(lambda n: 
 @st.composite
 def contract_documents(draw):
     """A valid contract document (a dict) with random names, types, secrets,
-    hidden columns, always-filters, relations of every cardinality, read sets and roles."""
+    hidden columns, always-filters, relations of every cardinality, datasets existing
+    only with their parents (exists_with, along to-one relations to an earlier dataset
+    that hides rows, so chains never cycle), read sets and roles."""
     n = draw(st.integers(2, 5))
     names = draw(st.lists(_ident, min_size=n, max_size=n, unique=True))
     datasets = {}
@@ -248,6 +250,18 @@ def contract_documents(draw):
         a, b = draw(st.sampled_from(names)), draw(st.sampled_from(names))
         relations[f"r{j}"] = {"from": a, "to": b, "join": {"id": "id"},
                               "cardinality": draw(st.sampled_from(["one_to_one", "many_to_one", "one_to_many", "many_to_many"]))}
+    for i, name in enumerate(names):
+        parents = [r for r, rel in relations.items() if rel["from"] == name and rel["to"] in names[:i]
+                   and rel["cardinality"] in ("one_to_one", "many_to_one")
+                   and ("always_filter" in datasets[rel["to"]] or "exists_with" in datasets[rel["to"]])]
+        chosen = [r for r in parents if draw(st.booleans())]
+        hiding = [b for b in names[:i] if "always_filter" in datasets[b] or "exists_with" in datasets[b]]
+        if hiding and draw(st.booleans()):  # often a parent of its own, so chains are common
+            relations[f"up{i}"] = {"from": name, "to": draw(st.sampled_from(hiding)), "join": {"id": "id"},
+                                   "cardinality": draw(st.sampled_from(["one_to_one", "many_to_one"]))}
+            chosen.append(f"up{i}")
+        if chosen:
+            datasets[name]["exists_with"] = chosen
     split = draw(st.integers(1, n))
     read_sets = {"first": names[:split], "second": names[split:] or names[:1]}
     roles = {

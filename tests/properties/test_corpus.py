@@ -73,7 +73,9 @@ def test_the_guard_catches_the_planted_bug(planted_bug):
 
 
 def test_the_properties_catch_the_planted_bug(planted_bug):
-    @settings(max_examples=1000, **SETTINGS)
+    # the bug needs an order by a secret column in an exploration that is otherwise right: rare among
+    # the drawn ones (about 1 in 1000), so the search may take more than the walls' usual 1000
+    @settings(max_examples=2000, **SETTINGS)
     @given(st.data())
     def walls_hold(data):
         holds(DEMO, "analyst", data.draw(contract_explorations(DEMO)))

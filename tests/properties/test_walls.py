@@ -8,7 +8,10 @@ columns, relations, read sets and roles), and over hostile text:
   an internal error) or compiles to SQL the guard accepts for the caller's
   allowed set;
 - compiled SQL names no secret or hidden column outside the contract's join
-  and always-filter columns, and no relation outside the read set;
+  and always-filter columns, and no relation outside the read set but the
+  parents its datasets exist with (exists_with), each joined on its relation's
+  columns and always-filtered, read only in ON and WHERE, and only for their
+  join and always-filter columns;
 - LIMIT never exceeds the budget plus one;
 - compilation is deterministic, and the three input forms agree.
 """
@@ -23,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ontoos_explore import ExploreError, compile_exploration
-from ontoos_explore.allowed import allowed_for_role
+from ontoos_explore.allowed import allowed_for_role, parent_columns
 from ontoos_explore.contract import parse_contract
 from ontoos_explore.grammar.forms import from_flags
 from ontoos_explore.grammar.render import predicate as render_predicate
@@ -38,8 +41,10 @@ from ontoos_explore import load_contract
 
 DEMO = load_contract(ROOT / "contracts" / "demo.yaml")
 SETTINGS = dict(derandomize=True, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-TABLE_RE = re.compile(r'"(\w+)"\."(\w+)" AS "(t\d+)"')
-COLUMN_RE = re.compile(r'"(t\d+)"\."(\w+)"')
+# t: the caller's sources; p: their parents (after FROM or JOIN: an output column "t1" AS "t1" is no table)
+TABLE_RE = re.compile(r'(?:FROM|JOIN) "(\w+)"\."(\w+)" AS "([tp]\d+)"')
+COLUMN_RE = re.compile(r'"([tp]\d+)"\."(\w+)"')
+EQUALS_RE = re.compile(r'"([tp]\d+)"\."(\w+)" = "([tp]\d+)"\."(\w+)"')
 
 
 def well_formed_refusal(err: ExploreError) -> None:
@@ -69,7 +74,8 @@ def holds(contract, role_name: str, source) -> None:
         assert column in allowed.relations[aliases[alias]]
     scope = contract.scope(role)
     in_scope = {(d.schema_name, d.table_name) for d in contract.datasets.values() if fold(d.name) in scope}
-    assert set(aliases.values()) <= in_scope
+    assert {t for a, t in aliases.items() if a.startswith("t")} <= in_scope
+    parents_hold(contract, scope, q, aliases)
     # a secret or hidden column is read only where the contract itself needs it
     by_table = {(d.schema_name, d.table_name): d for d in contract.datasets.values()}
     for alias, column in COLUMN_RE.findall(q.sql):
@@ -79,6 +85,35 @@ def holds(contract, role_name: str, source) -> None:
     assert int(q.sql.rsplit("LIMIT ", 1)[1]) <= role.max_rows + 1
     again = compile_exploration(source, contract, role_name)
     assert (again.sql, again.params, again.fingerprint) == (q.sql, q.params, q.fingerprint)
+
+
+def parents_hold(contract, scope, q, aliases) -> None:
+    """exists_with in the SQL: each source whose dataset has parents is joined, on the relation's columns,
+    to a source of the parent's table whose always-filters are in WHERE (and so on up the chain); a parent
+    source (p0, p1, ...) is read for its join and always-filter columns only, never in the SELECT list,
+    GROUP BY or ORDER BY."""
+    by_table = {(d.schema_name, d.table_name): d for d in contract.datasets.values()}
+    implied = parent_columns(contract, scope)
+    parents = [a for a in aliases if a.startswith("p")]
+    assert len(parents) == len(q.parents), (q.sql, q.parents)
+    for alias, column in COLUMN_RE.findall(q.sql):
+        if alias.startswith("p"):
+            assert column in implied[fold(by_table[aliases[alias]].name)], (alias, column, q.sql)
+    select_list = q.sql.split(" FROM ", 1)[0]
+    after = re.split(r" GROUP BY | ORDER BY ", q.sql, maxsplit=1)[1:]
+    assert not re.search(r'"p\d+"', select_list + "".join(after)), q.sql
+    where = q.sql.split(" WHERE ", 1)[1] if " WHERE " in q.sql else ""
+    pairs = {(a, x, b, y) for a, x, b, y in EQUALS_RE.findall(q.sql.split(" WHERE ", 1)[0])}
+    pairs |= {(b, y, a, x) for a, x, b, y in pairs}
+    for alias, table in aliases.items():
+        ds = by_table[table]
+        for rel in contract.parents_of(ds.name):
+            parent = contract.dataset(rel.to)
+            met = [b for b, pt in aliases.items() if pt == (parent.schema_name, parent.table_name)
+                   and all((alias, ds.column(x).name, b, parent.column(y).name) in pairs for x, y in rel.join.items())]
+            assert met, (alias, rel.name, q.sql)
+            for rule in parent.always_filter:
+                assert any(f'"{b}"."{parent.column(rule.column).name}"' in where for b in met), (rel.name, q.sql)
 
 
 def forms_agree(contract, role_name: str, exploration) -> None:
