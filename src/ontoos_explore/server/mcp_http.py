@@ -179,7 +179,7 @@ class MCPEndpoint:
                 send = self._noting_session(send, principal.name)
         if session_id is not None and (refused := self._not_theirs(session_id, principal)) is not None:
             return await rpc_response(self.tools.refuse(refused, principal, "mcp"))(scope, receive, send)
-        await self.sessions.handle_request(scope, receive, json_errors(send))
+        await self.sessions.handle_request(scope, receive, json_errors(_once(send)))
 
     def _not_theirs(self, session_id: str, principal) -> ExploreError | None:
         """None when `session_id` is an open session of `principal`; else the refusal, the same whether
@@ -201,3 +201,20 @@ class MCPEndpoint:
                         self.caps.opened(principal, v.decode("latin-1"))
             await send(message)
         return noting
+
+
+def _once(send):
+    """An ASGI `send` that takes one response: once its last body part went out, what follows is dropped.
+    The SDK can answer a notification POST (202) and then, when a DELETE closed the session meanwhile,
+    try to send a 500 on the finished response (uvicorn raises on it and logs a traceback)."""
+    done = False
+
+    async def sending(message):
+        nonlocal done
+        if done:
+            return
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            done = True
+        await send(message)
+
+    return sending
