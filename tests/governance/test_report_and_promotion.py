@@ -417,8 +417,9 @@ async def _ontoos_promote_writes_a_pending_entry(capsys, demo, registry_file, fi
     assert entry["promoted_by"].startswith("cli")
     # $1..$3 are the named parameters; the always-filter stays a constant
     assert entry["bind"][:3] == ["namespace", "kind", "replicas"]
-    assert entry["bind"][3:] == [{"value": False, "type": "boolean"}]
-    assert entry["sql"].count("$") == 4 and "$4" in entry["sql"]
+    # the always-filters stay constants: the workload's, then its project's (workloads exist with their project)
+    assert entry["bind"][3:] == [{"value": False, "type": "boolean"}] * 2
+    assert entry["sql"].count("$") == 5 and "$5" in entry["sql"]
     for literal in ("'prod'", "'Deployment'", "sandbox"):
         assert literal not in entry["sql"]
     # its SQL passes the guard; `ontoos check-sql`, which has no bind list, passes all but the always-filter,
@@ -428,10 +429,10 @@ async def _ontoos_promote_writes_a_pending_entry(capsys, demo, registry_file, fi
     sql_file = tmp_path / "promoted.sql"
     sql_file.write_text(entry["sql"], encoding="utf-8")
     code, out, _ = await arun_cli(capsys, "check-sql", "--read-set", "published", "--max-rows", str(entry["max_rows"]),
-                                  "--params", "4", str(sql_file))
+                                  "--params", "5", str(sql_file))
     assert code == 2 and out["ok"] is False
-    [violation] = out["violations"]
-    assert violation["kind"] == "AlwaysFilter" and "$4" in violation["message"]
+    assert [v["kind"] for v in out["violations"]] == ["AlwaysFilter"] * 2
+    assert sorted(n for n in ("$4", "$5") for v in out["violations"] if n in v["message"]) == ["$4", "$5"]
     return entry
 
 

@@ -38,7 +38,7 @@ import datetime as dt
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..allowed import allowed_for_read_sets
+from ..allowed import allowed_for_read_sets, parent_columns
 from ..contract import Column, Contract, Dataset, FilterRule, Role
 from ..errors import BudgetError, Codes, ExploreError, InputError
 from ..guard import Conjunct, Verdict, Violation, check
@@ -85,9 +85,26 @@ def verify_named(entry: Any, contract: Contract) -> tuple[tuple[str, ...], tuple
     if problems:
         raise NamedQueryInvalid("; ".join(v.message for v in problems))
     by_table = {(d.schema_name, d.table_name): d for d in contract.datasets.values()}
-    datasets = tuple(sorted(by_table[t].name for t in verdict.relations))
+    read = {by_table[t].name for t in verdict.relations}
+    datasets = tuple(sorted(read - _only_parents(contract, read, verdict.columns)))
     sources = tuple(tuple(sorted((by_table[(s, t)].name, c) for s, t, c in item)) for item in verdict.targets)
     return datasets, sources
+
+
+def _only_parents(contract: Contract, read: set[str], columns: frozenset[tuple[str, str, str]]) -> set[str]:
+    """The datasets of `read` that the SQL reads only as the parents another one exists with: parents
+    (exists_with) of another dataset read, of whose table it reads only the join and always-filter
+    columns those chains need. They are not what the query reads, as the contract's own joins of an
+    exploration are not (a role that may read the child runs it, as it explores the child)."""
+    parents = {fold(r.to) for d in read for r in contract.parents_of(d)}
+    needed = parent_columns(contract, frozenset(fold(d) for d in read))
+    out = set()
+    for name in read:
+        ds = contract.dataset(name)
+        cols = {c for s, t, c in columns if (s, t) == (ds.schema_name, ds.table_name)}
+        if fold(name) in parents and cols <= needed.get(fold(name), frozenset()):
+            out.add(name)
+    return out
 
 
 def verify_sql(sql: str, contract: Contract, read_sets: Iterable[str], max_rows: int | None,
@@ -107,7 +124,25 @@ def contract_violations(verdict: Verdict, contract: Contract, read_sets: Iterabl
     callers may not read outside WHERE and JOIN ... ON, `AlwaysFilter` for an always-filter that
     does not hold for every row. `pinned(n)`: what `$n` is bound to."""
     tables = _tables(contract, read_sets)
-    return [*_unreadable_placed(verdict, tables), *_unfiltered(verdict, tables, pinned)]
+    return [*_unreadable_placed(verdict, tables), *_unfiltered(verdict, _with_parents(contract, tables), pinned)]
+
+
+def _with_parents(contract: Contract, tables: dict[tuple[str, str], tuple[Dataset, ...]]
+                  ) -> dict[tuple[str, str], tuple[Dataset, ...]]:
+    """`tables` and the parents their datasets exist with (exists_with, up each chain): the allowed set
+    gives the guard a parent's join and always-filter columns even outside the read sets, so its
+    always-filters must hold on every alias of it too (it stays out of `tables`: none of its columns is
+    readable, so they may only filter or join)."""
+    out = dict(tables)
+    todo = [ds for datasets in tables.values() for ds in datasets]
+    while todo:
+        for rel in contract.parents_of(todo.pop().name):
+            parent = contract.dataset(rel.to)
+            key = (parent.schema_name, parent.table_name)
+            if parent not in out.get(key, ()):
+                out[key] = (*out.get(key, ()), parent)
+                todo.append(parent)
+    return out
 
 
 def _tables(contract: Contract, read_sets: Iterable[str]) -> dict[tuple[str, str], tuple[Dataset, ...]]:
