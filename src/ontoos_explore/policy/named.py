@@ -11,7 +11,8 @@ rules still hold, through the same functions (`policy.plans`), and
     only in WHERE and in JOIN ... ON (a filter or a join, as the contract
     itself uses it), never in the SELECT list, ORDER BY, GROUP BY, HAVING
     or DISTINCT ON;
-  - every relation read (each alias: a table read twice is filtered twice)
+  - every relation read (each alias: a table read twice is filtered twice;
+    a parent the read sets' datasets exist with, outside them, too)
     carries each of its dataset's `always_filters`, ANDed at the top level
     of WHERE (a conjunct of the top-level AND, or the whole WHERE) as
     `<column> <the contract's op> <the contract's value>`: literal
