@@ -194,14 +194,8 @@ def test_the_promotion_rule_is_read_as_a_setting():
 # ---------------------------------------------------------------- the docs are the table's
 
 
-def test_the_readme_and_the_docstrings_show_the_table():
-    from ontoos_explore.engine import settings as engine_settings
-
-    table = st.markdown_table()
-    assert table in (ROOT / "README.md").read_text(encoding="utf-8")
-    assert table in st.__doc__
-    engine_rows = tuple(st.BY_NAME[n] for n in engine_settings.ENGINE_SETTINGS)
-    assert st.markdown_table(engine_rows) in engine_settings.__doc__
+def test_the_readme_shows_the_table():
+    assert st.markdown_table() in (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 # ---------------------------------------------------------------- the CLI

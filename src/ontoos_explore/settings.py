@@ -12,34 +12,8 @@ a value that does not parse, or is out of range, is refused with EX907
 never read as something else, and never confused with an invalid contract
 (EX902). A DSN is never echoed in a refusal (it may hold a password).
 
-| setting | env | flag | default | takes | meaning |
-|---|---|---|---|---|---|
-| dsn | ONTOOS_DSN | --dsn | none: the embedded server | a PostgreSQL connection string | PostgreSQL to explore |
-| data_dir | ONTOOS_DATA_DIR | | the user's cache dir | the path of a directory (made if missing) | where the embedded server keeps its data |
-| pool_min | ONTOOS_POOL_MIN | | 1 | an integer >= 0 | connections each pool keeps open (at most pool_max) |
-| pool_max | ONTOOS_POOL_MAX | | 8 | an integer >= 1 | connections per process |
-| pool_timeout_s | ONTOOS_POOL_TIMEOUT | | 5 | a number > 0 | seconds to wait for a free connection before UPSTREAM_UNAVAILABLE |
-| query_roles | ONTOOS_QUERY_ROLES | | on | on or off | SET LOCAL ROLE to the contract role's database role |
-| role_prefix | ONTOOS_ROLE_PREFIX | | ontoos_q_ | letters, digits and _, at most 32, not starting with a digit | prefix of those database roles |
-| cost_cache_s | ONTOOS_COST_CACHE | | 300 | a number >= 0 | seconds the planner's cost estimate of an exploration (same SQL, values and role) is reused; 0: every call |
-| audit_dsn | ONTOOS_AUDIT_DSN | | the exploration database | a PostgreSQL connection string | where the audit schema ontoos_audit lives |
-| audit | ONTOOS_AUDIT | | on | on or off | record every request |
-| audit_queue_max | ONTOOS_AUDIT_QUEUE_MAX | | 100000 | an integer >= 1 | audit events held in memory while the store is slow or away |
-| audit_queue_mb | ONTOOS_AUDIT_QUEUE_MB | | 64 | a number > 0 | MiB of event text held so (past either bound, events are dropped and counted) |
-| body_timeout_s | ONTOOS_BODY_TIMEOUT | | 30 | a number > 0 | seconds an HTTP request body may take to arrive (then 408) |
-| header_timeout_s | ONTOOS_HEADER_TIMEOUT | | 10 | a number > 0 | seconds an HTTP request's line and headers may take to arrive, from the connection's start or the previous answer (then 408, or closed if nothing came) |
-| connections_per_client | ONTOOS_CONNECTIONS_PER_CLIENT | | 64 | an integer >= 1 | HTTP connections one client address may hold open at once (past it: 429 as it opens); behind a proxy, every client has the proxy's address |
-| queries | ONTOOS_QUERIES | --queries | queries.yaml | the path of a file (it need not exist yet) | the named-query registry, for the CLI and the servers alike; a missing file: no named queries |
-| promote_uses | ONTOOS_PROMOTE_USES | | 5 | an integer >= 1 | promotion candidates: answered at least this often |
-| promote_principals | ONTOOS_PROMOTE_PRINCIPALS | | 2 | an integer >= 1 | ... by at least this many principals |
-| promote_days | ONTOOS_PROMOTE_DAYS | | 14 | an integer from 1 to 3650 | ... within this many days |
-| contract | ONTOOS_CONTRACT | --contract | the demo contract | the path of a file that exists | the contract YAML |
-| config | ONTOOS_CONFIG | --config | none: no principals | the path of a file that exists | the HTTP server's configuration (principals, token hashes, limits) |
-| role | ONTOOS_ROLE | --role | none | a role of the contract (checked there: EX501 names the roles) | the contract role of the CLI and of serve --stdio |
-| debug | ONTOOS_DEBUG | | off | on or off | the CLI shows tracebacks of internal errors and the database driver's logs |
-
-(`markdown_table()` renders this table from `SETTINGS`; the tests hold this
-docstring and the README to it.)
+The README's settings table is `markdown_table()`'s rendering of `SETTINGS`
+(a test holds the README to it).
 
 The registry defaults to `queries.yaml` in the working directory for the CLI
 and the servers alike, so `ontoos promote` and `ontoos queries approve` write
