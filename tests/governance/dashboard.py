@@ -27,6 +27,7 @@ from psycopg.rows import dict_row
 
 from tests import serving
 from tests.databases import new_database
+from tests.named_queries import HOSTS_BY_PROVIDER
 
 ANA, VIC, REV, REV2 = "gov-dash-ana", "gov-dash-vic", "gov-dash-rev", "gov-dash-rev2"
 TOKENS = {name: name.rsplit("-", 1)[1] + "-" + secrets.token_hex(16) for name in (ANA, VIC, REV, REV2)}
@@ -35,17 +36,7 @@ REVIEWERS = (REV, REV2)
 COOKIE = "ontoos_session"
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 
-HAND_WRITTEN = {
-    "id": "hosts_by_provider",
-    "title": "Hosts of a provider",
-    "status": "approved",
-    "read_sets": ["engineering"],
-    "parameters": [{"name": "provider", "type": "enum", "values": ["aws", "gcp", "azure", "onprem"]}],
-    "sql": 'SELECT "h"."hostname" AS "hostname" FROM "lake"."hosts" AS "h" WHERE "h"."provider" = $1 LIMIT 51',
-    "bind": ["provider"],
-    "columns": ["hostname"],
-    "max_rows": 50,
-}
+HAND_WRITTEN = HOSTS_BY_PROVIDER
 
 
 @dataclass

@@ -43,6 +43,7 @@ from ontoos_explore.server.config import Principal
 from ontoos_explore.server.mcp_server import build_server, fixed
 from ontoos_explore.server.tools import Tools
 from ontoos_explore.service import Explorer
+from tests.named_queries import HOSTS_BY_PROVIDER
 
 from .helpers import ev, fetch_events, insert, refusal, reset_audit
 
@@ -609,18 +610,8 @@ def _mcp(demo, p, settings, registry, principal, writer=None):
 
 # ---------------------------------------------------------------- broken registry entries
 
-GOOD = {
-    "id": "good_hosts_by_provider",
-    "title": "Hosts of a provider",
-    "status": "approved",
-    "read_sets": ["engineering"],
-    "parameters": [{"name": "provider", "type": "enum", "values": ["aws", "gcp", "azure", "onprem"]}],
-    "sql": 'SELECT "h"."hostname" AS "hostname" FROM "lake"."hosts" AS "h" WHERE "h"."provider" = $1 '
-           'ORDER BY "h"."hostname" LIMIT 51',
-    "bind": ["provider"],
-    "columns": ["hostname"],
-    "max_rows": 50,
-}
+GOOD = {**HOSTS_BY_PROVIDER, "id": "good_hosts_by_provider",
+        "sql": HOSTS_BY_PROVIDER["sql"].replace(" LIMIT 51", ' ORDER BY "h"."hostname" LIMIT 51')}
 BROKEN = [
     {**GOOD, "id": "reads_a_secret", "sql": 'SELECT "h"."ssh_private_key" AS "k" FROM "lake"."hosts" AS "h" LIMIT 51',
      "parameters": [], "bind": [], "columns": ["k"]},

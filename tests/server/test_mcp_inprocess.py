@@ -26,6 +26,7 @@ from ontoos_explore import load_contract
 from ontoos_explore.engine.demo_data import SECRET_MARKER
 from ontoos_explore.engine.executor import Executor
 from ontoos_explore.governance.registry import Registry
+from tests.named_queries import HOSTS_BY_PROVIDER
 from ontoos_explore.server.config import DEFAULT_IN_FLIGHT, Principal
 from ontoos_explore.server.mcp_server import build_server, fixed
 from ontoos_explore.server.tools import Tools
@@ -82,18 +83,7 @@ REGISTRY = {
     ]
 }
 
-# An approved query over a dataset only the engineering read set has (viewer cannot read hosts).
-HOSTS_QUERY = {
-    "id": "hosts_by_provider",
-    "title": "Hosts of a provider",
-    "status": "approved",
-    "read_sets": ["engineering"],
-    "parameters": [{"name": "provider", "type": "enum", "values": ["aws", "gcp", "azure", "onprem"]}],
-    "sql": 'SELECT "h"."hostname" AS "hostname" FROM "lake"."hosts" AS "h" WHERE "h"."provider" = $1 LIMIT 51',
-    "bind": ["provider"],
-    "columns": ["hostname"],
-    "max_rows": 50,
-}
+HOSTS_QUERY = HOSTS_BY_PROVIDER  # the viewer cannot read hosts
 
 
 # ---------------------------------------------------------------- fixtures and helpers
