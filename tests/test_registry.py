@@ -52,7 +52,7 @@ def test_parameters_are_held_to_the_roles_literal_budget_and_explained(tmp_path,
     import pytest
 
     from ontoos_explore.errors import ExploreError
-    from ontoos_explore.governance.registry import bind_params
+    from ontoos_explore.policy.named import bind_named as bind_params
 
     reg = load(tmp_path, demo, sql='SELECT c.key AS key FROM lake.config_entries c WHERE c.key = $1 AND c.is_sensitive = $2 '
                'LIMIT 11', parameters=[{"name": "key", "type": "text"}],

@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..compiler import CompiledQuery, ParamSlot
-from ..contract import Contract, Role
+from ..contract import Contract
 from ..errors import Codes, InputError
 from ..names import did_you_mean, fold
 from ..policy.named import bind_named, plan_named, verify_named
@@ -160,8 +160,3 @@ def verify(entry: NamedQuery, contract: Contract) -> NamedQuery:
     column rules); raises a ValueError naming the first problem."""
     datasets, sources = verify_named(entry, contract)
     return entry.model_copy(update={"datasets": datasets, "sources": sources})
-
-
-def bind_params(entry: NamedQuery, params: Any, role: Role) -> list[Any]:
-    """The caller's parameters for `entry`, as `role` may give them (`policy.named.bind_named`)."""
-    return bind_named(entry, params, role)

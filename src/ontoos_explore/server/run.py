@@ -9,7 +9,7 @@ registry file, by the CLI, another process or the dashboard, is served within
 a second, over HTTP and stdio alike. The dashboard reads the audit at
 `audit_dsn` (else the exploration database), given at construction.
 
-The audit writer's queue is bounded (governance/audit.py says what happens
+The audit writer's queue is bounded (governance/audit/writer.py says what happens
 when it is full) by the settings `audit_queue_max` and `audit_queue_mb`
 (settings.py). On a clean shutdown the queue is flushed, and a trail
 that is not complete says so on stderr.
@@ -21,7 +21,6 @@ import contextlib
 import gc
 import json
 import logging
-import os
 import sys
 from pathlib import Path
 
@@ -34,7 +33,7 @@ from ..governance.registry import Registry
 from ..governance.store import LiveRegistry, RegistryStore
 from ..service import Answer, Explorer
 from .config import Authenticator, Principal, ServerConfig
-from .http import build_app
+from .app import build_app
 from .tools import Tools
 
 log = logging.getLogger("ontoos_explore.server")
@@ -89,7 +88,7 @@ def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerCon
             await close_audit(tools.audit)
             await pool.close()
 
-    from .http import loopback_security
+    from .mcp_http import loopback_security
 
     return build_app(tools, authenticator, lifespan, governance, loopback_security(host, port),
                      mcp_sessions=config.mcp_sessions)
