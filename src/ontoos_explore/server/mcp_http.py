@@ -20,6 +20,7 @@ is not revealed), and recorded (reason UNKNOWN_SESSION or FOREIGN_SESSION).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any
@@ -39,6 +40,7 @@ from .tools import Tools
 
 log = logging.getLogger("ontoos_explore.http")
 SESSION_HEADER = "mcp-session-id"
+DELETE_WAIT_S = 2.0  # a DELETE waits at most this for its session's requests in progress
 
 HINTS = {
     400: "see the MCP streamable HTTP transport: POST one JSON-RPC message with Content-Type: application/json",
@@ -164,6 +166,7 @@ class MCPEndpoint:
             raise RuntimeError("this MCP SDK does not expose its sessions (StreamableHTTPSessionManager."
                                "_server_instances): sessions could not be held to their principals")
         self.caps = SessionCaps(mcp_sessions, lambda sid: sid in instances)
+        self.busy: dict[str, int] = {}  # session id -> its POST and DELETE requests in progress
 
     async def __call__(self, scope, receive, send):
         principal = scope.get(PRINCIPAL_KEY)
@@ -179,7 +182,27 @@ class MCPEndpoint:
                 send = self._noting_session(send, principal.name)
         if session_id is not None and (refused := self._not_theirs(session_id, principal)) is not None:
             return await rpc_response(self.tools.refuse(refused, principal, "mcp"))(scope, receive, send)
-        await self.sessions.handle_request(scope, receive, json_errors(_once(send)))
+        if session_id is None or scope["method"] == "GET":  # a GET is the session's stream: it lasts
+            return await self.sessions.handle_request(scope, receive, json_errors(_once(send)))
+        if scope["method"] == "DELETE":  # the SDK closes the session's streams at once: let its requests finish
+            await self._settled(session_id)
+        self.busy[session_id] = self.busy.get(session_id, 0) + 1
+        try:
+            await self.sessions.handle_request(scope, receive, json_errors(_once(send)))
+        finally:
+            left = self.busy[session_id] - 1
+            if left:
+                self.busy[session_id] = left
+            else:
+                del self.busy[session_id]
+
+    async def _settled(self, session_id: str, most_s: float = DELETE_WAIT_S) -> None:
+        """Wait (at most `most_s`) until no request of the session is in progress: a DELETE that closed
+        the session's streams under a POST still being answered made the SDK fail on them (logged)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + most_s
+        while self.busy.get(session_id) and loop.time() < deadline:
+            await asyncio.sleep(0.01)
 
     def _not_theirs(self, session_id: str, principal) -> ExploreError | None:
         """None when `session_id` is an open session of `principal`; else the refusal, the same whether
