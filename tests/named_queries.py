@@ -14,3 +14,11 @@ HOSTS_BY_PROVIDER = {
     "columns": ["hostname"],
     "max_rows": 50,
 }
+
+# Config keys as a named query must read them: a config entry exists only with its workload, a workload
+# only with its project (the contract's exists_with), so both are joined, and every always-filter holds:
+# `KEPT.format(n=n)` ANDs them all to `$n`, bound to false.
+CONFIG_KEYS_FROM = ("FROM lake.config_entries c INNER JOIN lake.k8s_workloads w ON w.workload_id = c.workload_id "
+                    "INNER JOIN lake.gitlab_projects p ON p.project_id = w.project_id")
+PARENTS_KEPT = "w.is_deleted = ${n} AND p.is_deleted = ${n}"
+KEPT = "c.is_sensitive = ${n} AND " + PARENTS_KEPT

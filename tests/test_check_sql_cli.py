@@ -11,6 +11,8 @@ import pytest
 
 from ontoos_explore.cli import main
 
+from tests.named_queries import CONFIG_KEYS_FROM, KEPT
+
 INVENTORY = Path(__file__).resolve().parent / "cases" / "contracts" / "inventory.yaml"
 
 
@@ -110,13 +112,22 @@ def test_every_problem_is_listed(capsys, monkeypatch):
            "INNER JOIN lake.k8s_workloads w ON w.workload_id = c.workload_id ORDER BY c.is_sensitive LIMIT 1")
     code, out = run(capsys, monkeypatch, sql, "--read-set", "engineering", "--read-set", "published")
     assert code == 2
-    assert sorted(kind for kind, _ in problems(out)) == ["AlwaysFilter", "AlwaysFilter", "HiddenColumn", "HiddenColumn"]
+    # configs' and workloads' always-filters, is_sensitive selected and sorted on, workloads' project not joined
+    assert sorted(kind for kind, _ in problems(out)) == ["AlwaysFilter", "AlwaysFilter", "HiddenColumn", "HiddenColumn",
+                                                         "ParentJoin"]
 
 
 def test_a_literal_always_filter_satisfies_the_rule_though_the_guard_still_wants_parameters(capsys, monkeypatch):
-    code, out = run(capsys, monkeypatch, "SELECT c.key FROM lake.config_entries c WHERE c.is_sensitive = false LIMIT 1",
+    sql = f"SELECT c.key {CONFIG_KEYS_FROM} WHERE {KEPT.replace('${n}', 'false')} LIMIT 1"
+    code, out = run(capsys, monkeypatch, sql, "--read-set", "engineering")
+    assert code == 2 and [kind for kind, _ in problems(out)] == ["A_Const"] * 3
+
+
+def test_a_child_read_without_its_parents_is_named(capsys, monkeypatch):
+    code, out = run(capsys, monkeypatch, "SELECT c.key FROM lake.config_entries c WHERE c.is_sensitive = $1 LIMIT 1",
                     "--read-set", "engineering")
-    assert code == 2 and [kind for kind, _ in problems(out)] == ["A_Const"]
+    assert code == 2 and [kind for kind, _ in problems(out)] == ["AlwaysFilter", "ParentJoin"]
+    assert "without its parent workloads" in problems(out)[1][1]
 
 
 def test_an_always_filter_it_can_verify_passes(tmp_path, capsys, monkeypatch):

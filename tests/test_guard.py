@@ -265,6 +265,26 @@ def test_conjuncts_and_ranges_are_empty_without_where_or_when_the_walk_never_sta
         assert verdict.conjuncts == () and verdict.ranges == frozenset()
 
 
+@pytest.mark.parametrize("sql, expected", [
+    # ANDed at the top of WHERE, either way round, or of an INNER JOIN's ON
+    ("SELECT w.name FROM s.w w, s.c x WHERE x.wid = w.id AND w.gone = $1 LIMIT 1", {(("w", "id"), ("x", "wid"))}),
+    ("SELECT w.name FROM s.w w INNER JOIN s.c x ON w.id = x.wid AND x.size > $1 LIMIT 1", {(("w", "id"), ("x", "wid"))}),
+    ("SELECT w.name FROM s.w w INNER JOIN s.c x ON (x.size = w.size AND (x.wid = w.id)) LIMIT 1",
+     {(("w", "size"), ("x", "size")), (("w", "id"), ("x", "wid"))}),
+    # an INNER JOIN nested under a LEFT JOIN: a row it null-extends has neither side
+    ("SELECT w.name FROM s.w w LEFT JOIN (s.c x INNER JOIN s.c y ON y.wid = x.wid) ON x.wid = w.id LIMIT 1",
+     {(("x", "wid"), ("y", "wid"))}),
+    # not for every row: a LEFT JOIN's ON, under OR or NOT, against a parameter, between other operators
+    ("SELECT w.name FROM s.w w LEFT JOIN s.c x ON x.wid = w.id LIMIT 1", set()),
+    ("SELECT w.name FROM s.w w INNER JOIN s.c x ON x.wid = w.id OR $1 LIMIT 1", set()),
+    ("SELECT w.name FROM s.w w, s.c x WHERE NOT (x.wid = w.id) LIMIT 1", set()),
+    ("SELECT w.name FROM s.w w, s.c x WHERE x.wid = $1 AND w.id <> x.wid AND w.id >= x.wid LIMIT 1", set()),
+], ids=["where", "inner-on", "nested-and", "inner-under-left", "left-on", "or", "not", "other-operators"])
+def test_equalities_are_the_column_equations_every_row_satisfies(sql, expected):
+    verdict = check(sql, FLAGS)
+    assert verdict.equalities == expected
+
+
 def test_conjunct_locations_point_at_the_test(allowed):
     sql = "SELECT c.key FROM lake.config_entries c\nWHERE c.key = $1 AND c.is_sensitive = $2 LIMIT 10"
     (_, filtered) = check(sql, allowed).conjuncts

@@ -6,6 +6,8 @@ import yaml
 
 from ontoos_explore.governance.registry import Registry
 
+from tests.named_queries import CONFIG_KEYS_FROM, KEPT
+
 BASE = {"id": "q", "title": "t", "status": "approved", "read_sets": ["engineering"], "columns": ["key"], "max_rows": 10}
 
 
@@ -16,7 +18,7 @@ def load(tmp_path, demo, **entry):
 
 
 def test_an_entry_with_its_always_filter_loads(tmp_path, demo):
-    reg = load(tmp_path, demo, sql='SELECT c.key AS key FROM lake.config_entries c WHERE c.is_sensitive = $1 LIMIT 11',
+    reg = load(tmp_path, demo, sql=f"SELECT c.key AS key {CONFIG_KEYS_FROM} WHERE {KEPT.format(n=1)} LIMIT 11",
                bind=[{"value": False, "type": "boolean"}])
     assert reg.problems == [] and [q.id for q in reg.visible("analyst")] == ["q"]
     assert reg.entries["q"].datasets == ("configs",)
@@ -38,7 +40,7 @@ def test_a_guard_refusal_is_reported_and_skipped_not_fatal(tmp_path, demo):
     path = tmp_path / "queries.yaml"
     path.write_text(yaml.safe_dump({"queries": [
         {**BASE, "id": "bad", "sql": "DELETE FROM lake.config_entries"},
-        {**BASE, "id": "good", "sql": 'SELECT c.key AS key FROM lake.config_entries c WHERE c.is_sensitive = $1 LIMIT 11',
+        {**BASE, "id": "good", "sql": f"SELECT c.key AS key {CONFIG_KEYS_FROM} WHERE {KEPT.format(n=1)} LIMIT 11",
          "bind": [{"value": False, "type": "boolean"}]},
         "not even a mapping",
     ]}))
@@ -54,8 +56,8 @@ def test_parameters_are_held_to_the_roles_literal_budget_and_explained(tmp_path,
     from ontoos_explore.errors import ExploreError
     from ontoos_explore.policy.named import bind_named as bind_params
 
-    reg = load(tmp_path, demo, sql='SELECT c.key AS key FROM lake.config_entries c WHERE c.key = $1 AND c.is_sensitive = $2 '
-               'LIMIT 11', parameters=[{"name": "key", "type": "text"}],
+    reg = load(tmp_path, demo, sql=f"SELECT c.key AS key {CONFIG_KEYS_FROM} WHERE c.key = $1 AND {KEPT.format(n=2)} "
+               "LIMIT 11", parameters=[{"name": "key", "type": "text"}],
                bind=["key", {"value": False, "type": "boolean"}])
     entry = reg.entries["q"]
     viewer = demo.role("viewer")
@@ -70,31 +72,40 @@ def test_parameters_are_held_to_the_roles_literal_budget_and_explained(tmp_path,
 
 
 FALSE = {"value": False, "type": "boolean"}
-CONFIGS = "SELECT c.key AS key FROM lake.config_entries c"
+TRUE = {"value": True, "type": "boolean"}
+CONFIGS = f"SELECT c.key AS key {CONFIG_KEYS_FROM}"
 ATTACKS = [
     # (id, what the entry sets, what the problem it is skipped for says)
-    ("ored", {"sql": f"{CONFIGS} WHERE (c.is_sensitive = $1 OR $2) LIMIT 11", "bind": [FALSE, "all"],
+    ("ored", {"sql": f"{CONFIGS} WHERE (c.is_sensitive = $1 OR $2) AND w.is_deleted = $1 AND p.is_deleted = $1 LIMIT 11",
+              "bind": [FALSE, "all"],
               "parameters": [{"name": "all", "type": "boolean"}]},
      "c.is_sensitive = false must be ANDed at the top level of WHERE"),
     ("caller_bound", {"sql": "SELECT p.name AS key FROM lake.gitlab_projects p WHERE p.is_deleted = $1 LIMIT 11",
                       "read_sets": ["published"], "bind": ["deleted"],
                       "parameters": [{"name": "deleted", "type": "boolean"}]},
      "$1 is the caller's parameter 'deleted', not the contract's constant"),
-    ("wrong_value", {"sql": f"{CONFIGS} WHERE c.is_sensitive = $1 LIMIT 11",
-                     "bind": [{"value": True, "type": "boolean"}]},
+    ("wrong_value", {"sql": f"{CONFIGS} WHERE c.is_sensitive = $1 AND w.is_deleted = $2 AND p.is_deleted = $2 LIMIT 11",
+                     "bind": [TRUE, FALSE]},
      "$1 is bound to true, not the contract's false"),
-    ("in_order_by", {"sql": f"{CONFIGS} WHERE c.is_sensitive = $1 ORDER BY c.is_sensitive LIMIT 11", "bind": [FALSE]},
+    ("in_order_by", {"sql": f"{CONFIGS} WHERE {KEPT.format(n=1)} ORDER BY c.is_sensitive LIMIT 11", "bind": [FALSE]},
      "may only filter or join, not appear in ORDER BY"),
-    ("in_group_by", {"sql": f"{CONFIGS} WHERE c.is_sensitive = $1 GROUP BY c.key, c.is_sensitive LIMIT 11",
+    ("in_group_by", {"sql": f"{CONFIGS} WHERE {KEPT.format(n=1)} GROUP BY c.key, c.is_sensitive LIMIT 11",
                      "bind": [FALSE]},
      "may only filter or join, not appear in GROUP BY"),
-    ("nul", {"sql": f"{CONFIGS} WHERE c.is_sensitive = $1\0 OR true LIMIT 11", "bind": [FALSE]}, "NulCharacter"),
+    ("nul", {"sql": f"{CONFIGS} WHERE {KEPT.format(n=1)}\0 OR true LIMIT 11", "bind": [FALSE]}, "NulCharacter"),
+    # a config entry of a deleted workload (or project) is hidden with it: the parents must be joined
+    ("orphan", {"sql": "SELECT c.key AS key FROM lake.config_entries c WHERE c.is_sensitive = $1 LIMIT 11",
+                "bind": [FALSE]},
+     "without its parent workloads: its rows exist only with their workloads row (exists_with config_workload)"),
+    ("left_joined_parent", {"sql": f"{CONFIGS.replace('INNER JOIN lake.k8s_workloads', 'LEFT JOIN lake.k8s_workloads')} "
+                                   f"WHERE {KEPT.format(n=1)} LIMIT 11", "bind": [FALSE]},
+     "without its parent workloads"),
 ]
 
 
 def test_each_entry_breaking_the_contract_is_skipped_naming_why(tmp_path, demo):
     path = tmp_path / "queries.yaml"
-    good = {**BASE, "id": "good", "sql": f"{CONFIGS} WHERE c.key = $1 AND c.is_sensitive = $2 LIMIT 11",
+    good = {**BASE, "id": "good", "sql": f"{CONFIGS} WHERE c.key = $1 AND {KEPT.format(n=2)} LIMIT 11",
             "bind": ["key", FALSE], "parameters": [{"name": "key", "type": "text"}]}
     path.write_text(yaml.safe_dump({"queries": [good, *({**BASE, "id": i, **over} for i, over, _ in ATTACKS)]}))
     reg = Registry.load(path, demo)

@@ -60,8 +60,9 @@ NAMED = {
     "status": "approved",
     "read_sets": ["published"],
     "parameters": [{"name": "namespace", "type": "text", "description": "Kubernetes namespace"}],
-    "sql": 'SELECT "w"."name" AS "name" FROM "lake"."k8s_workloads" AS "w" WHERE "w"."namespace" = $1 '
-           'AND "w"."is_deleted" = $2 ORDER BY "w"."name" LIMIT 11',
+    "sql": 'SELECT "w"."name" AS "name" FROM "lake"."k8s_workloads" AS "w" INNER JOIN "lake"."gitlab_projects" AS "p" '
+           'ON "p"."project_id" = "w"."project_id" WHERE "w"."namespace" = $1 AND "w"."is_deleted" = $2 '
+           'AND "p"."is_deleted" = $2 ORDER BY "w"."name" LIMIT 11',
     "bind": ["namespace", {"value": False, "type": "boolean"}],
     "columns": ["name"],
     "max_rows": 10,

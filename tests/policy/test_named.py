@@ -14,9 +14,12 @@ from ontoos_explore.governance.promote import build_entry
 from ontoos_explore.governance.registry import NamedQuery
 from ontoos_explore.policy.named import NamedQueryInvalid, plan_named, verify_named
 
+from tests.named_queries import CONFIG_KEYS_FROM, KEPT, PARENTS_KEPT as PARENTS
+
 CASES = Path(__file__).resolve().parents[1] / "cases"
 
-FILTERED = 'SELECT c.key AS key, c.source AS source FROM lake.config_entries c WHERE c.is_sensitive = $1 LIMIT 11'
+# configs' always-filter, and its parents' (a config entry exists only with its workload and project), all $1
+FILTERED = f"SELECT c.key AS key, c.source AS source {CONFIG_KEYS_FROM} WHERE {KEPT.format(n=1)} LIMIT 11"
 
 
 def entry(**over) -> NamedQuery:
@@ -141,18 +144,25 @@ def test_every_problem_is_named_not_only_the_first(demo):
     assert "\n" not in message  # the registry reports the first line
 
 
+JOINED = f"SELECT c.key AS key, c.source AS source {CONFIG_KEYS_FROM}"
+
+
 @pytest.mark.parametrize("sql, bind", [
-    (f"{CONFIGS} WHERE c.is_sensitive = $1 LIMIT 11", [FALSE]),  # the whole WHERE
-    (f"{CONFIGS} WHERE $1 = c.is_sensitive LIMIT 11", [FALSE]),  # the constant on the left
-    (f"{CONFIGS} WHERE is_sensitive = $1 LIMIT 11", [FALSE]),  # unqualified
-    (f"{CONFIGS} WHERE c.is_sensitive = $1 LIMIT 11", [{"value": "false", "type": "boolean"}]),  # runs as false
-    (f"{CONFIGS} WHERE (c.key = $1 OR c.source = $2) AND c.is_sensitive = $3 LIMIT 11", ["key", "source", FALSE]),
-    (f"{CONFIGS} WHERE c.key = $1 AND (c.source = $2 AND c.is_sensitive = $3) LIMIT 11", ["key", "source", FALSE]),
+    (f"{JOINED} WHERE c.is_sensitive = $1 AND {PARENTS.format(n=1)} LIMIT 11", [FALSE]),
+    (f"{JOINED} WHERE {PARENTS.format(n=1)} AND c.is_sensitive = $1 LIMIT 11", [FALSE]),  # the last conjunct
+    (f"{JOINED} WHERE $1 = c.is_sensitive AND {PARENTS.format(n=1)} LIMIT 11", [FALSE]),  # the constant on the left
+    (f"{JOINED} WHERE is_sensitive = $1 AND {PARENTS.format(n=1)} LIMIT 11", [FALSE]),  # unqualified
+    (f"{JOINED} WHERE {KEPT.format(n=1)} LIMIT 11", [{"value": "false", "type": "boolean"}]),  # runs as false
+    (f"{JOINED} WHERE (c.key = $1 OR c.source = $2) AND c.is_sensitive = $3 AND {PARENTS.format(n=3)} LIMIT 11",
+     ["key", "source", FALSE]),
+    (f"{JOINED} WHERE c.key = $1 AND (c.source = $2 AND (c.is_sensitive = $3 AND {PARENTS.format(n=3)})) LIMIT 11",
+     ["key", "source", FALSE]),
     # a hidden column may also join or narrow, so long as the always-filter holds at the top
     ("SELECT w.name AS key, c.key AS source FROM lake.k8s_workloads w INNER JOIN lake.config_entries c "
-     "ON c.workload_id = w.workload_id AND c.is_sensitive = $1 WHERE c.is_sensitive = $1 AND w.is_deleted = $1 "
-     "LIMIT 11", [FALSE]),
-], ids=["whole-where", "reversed", "unqualified", "constant-as-text", "beside-an-or", "nested-and", "join-on-too"])
+     "ON c.workload_id = w.workload_id AND c.is_sensitive = $1 INNER JOIN lake.gitlab_projects p "
+     f"ON p.project_id = w.project_id WHERE {KEPT.format(n=1)} LIMIT 11", [FALSE]),
+], ids=["first-conjunct", "last-conjunct", "reversed", "unqualified", "constant-as-text", "beside-an-or", "nested-and",
+        "join-on-too"])
 def test_legitimate_shapes_are_accepted(demo, sql, bind):
     params = [{"name": b, "type": "text"} for b in bind if isinstance(b, str)]
     datasets, _ = verify_named(entry(sql=sql, bind=bind, parameters=params, read_sets=["engineering", "published"]),

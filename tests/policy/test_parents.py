@@ -33,6 +33,7 @@ from ontoos_explore.catalog import describe_dataset
 from ontoos_explore.contract import TO_ONE, parse_contract
 from ontoos_explore.names import fold
 
+from tests.named_queries import CONFIG_KEYS_FROM, KEPT
 from tests.properties.hidden_rows import count_existing, without_exists_with
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -387,14 +388,76 @@ def test_a_promoted_exploration_of_a_child_verifies_with_its_parents(source, rol
     assert set(datasets) == set(q.datasets)
 
 
-@pytest.mark.xfail(strict=True, reason="verify_named does not require a child's joins to its parents yet: it needs "
-                   "the guard to report the column equalities of WHERE and of inner joins' ON")
-def test_a_named_query_reading_a_child_without_its_parents_is_refused():
+KEYS = "SELECT c.key AS key"
+C_W = "c.workload_id = w.workload_id"
+W_P = "w.project_id = p.project_id"
+
+
+@pytest.mark.parametrize("sql, says", [
+    # the entry's own dataset alone: the entries of deleted workloads (and projects) with it
+    (f"{KEYS} FROM lake.config_entries c WHERE c.is_sensitive = $1 LIMIT 11",
+     ["it reads configs (lake.config_entries AS c) without its parent workloads",
+      "exists_with config_workload", "INNER JOIN lake.k8s_workloads AS <alias> ON c.workload_id = <alias>.workload_id"]),
+    # a LEFT JOIN keeps the entries without a workload (a parent filter that NULL passes would keep them)
+    (f"{KEYS} FROM lake.config_entries c LEFT JOIN lake.k8s_workloads w ON {C_W} INNER JOIN lake.gitlab_projects p "
+     f"ON {W_P} WHERE {KEPT.format(n=1)} LIMIT 11", ["configs (lake.config_entries AS c) without its parent workloads"]),
+    # joined on the wrong columns, or on the right ones under OR
+    (f"{KEYS} FROM lake.config_entries c INNER JOIN lake.k8s_workloads w ON c.workload_id = w.project_id "
+     f"INNER JOIN lake.gitlab_projects p ON {W_P} WHERE {KEPT.format(n=1)} LIMIT 11",
+     ["configs (lake.config_entries AS c) without its parent workloads"]),
+    (f"{KEYS} FROM lake.config_entries c INNER JOIN lake.k8s_workloads w ON ({C_W} OR $1) "
+     f"INNER JOIN lake.gitlab_projects p ON {W_P} WHERE {KEPT.format(n=1)} LIMIT 11",
+     ["configs (lake.config_entries AS c) without its parent workloads"]),
+    # the chain broken one step up: the workload's project is not joined
+    (f"{KEYS} FROM lake.config_entries c INNER JOIN lake.k8s_workloads w ON {C_W} "
+     "WHERE c.is_sensitive = $1 AND w.is_deleted = $1 LIMIT 11",
+     ["it reads workloads (lake.k8s_workloads AS w) without its parent projects", "exists_with project"]),
+    # joined, but the parent's always-filter dropped: the deleted workloads' entries again
+    (f"{KEYS} {CONFIG_KEYS_FROM} WHERE c.is_sensitive = $1 AND p.is_deleted = $1 LIMIT 11",
+     ["it reads workloads (lake.k8s_workloads AS w) without the contract's always-filter on is_deleted"]),
+    # a table read twice: each alias needs its parents (d is joined to nothing)
+    (f"{KEYS} {CONFIG_KEYS_FROM} INNER JOIN lake.config_entries d ON d.key = c.key "
+     f"WHERE {KEPT.format(n=1)} AND d.is_sensitive = $1 LIMIT 11",
+     ["configs (lake.config_entries AS d) without its parent workloads"]),
+], ids=["no-parent", "left-joined", "wrong-columns", "under-or", "grandparent-missing", "parent-unfiltered",
+        "second-alias"])
+def test_a_named_query_reading_a_child_without_its_parents_is_refused(sql, says):
     from ontoos_explore.policy.named import NamedQueryInvalid, verify_named
 
-    sql = "SELECT c.key AS key FROM lake.config_entries c WHERE c.is_sensitive = $1 LIMIT 11"
-    with pytest.raises(NamedQueryInvalid):
+    with pytest.raises(NamedQueryInvalid) as refused:
         verify_named(named(sql, [FALSE], columns=("key",)), DEMO)
+    for part in says:
+        assert part in str(refused.value), str(refused.value)
+
+
+@pytest.mark.parametrize("sql", [
+    f"{KEYS} {CONFIG_KEYS_FROM} WHERE {KEPT.format(n=1)} LIMIT 11",
+    # the equalities may be written either way round, or in WHERE (FROM a list, or beside an ON)
+    f"{KEYS} FROM lake.config_entries c INNER JOIN lake.k8s_workloads w ON w.workload_id = c.workload_id "
+    f"INNER JOIN lake.gitlab_projects p ON p.project_id = w.project_id WHERE {KEPT.format(n=1)} LIMIT 11",
+    f"{KEYS} FROM lake.config_entries c, lake.k8s_workloads w, lake.gitlab_projects p "
+    f"WHERE {C_W} AND {KEPT.format(n=1)} AND {W_P} LIMIT 11",
+    f"{KEYS} FROM lake.config_entries c INNER JOIN lake.k8s_workloads w ON c.updated_at IS NOT NULL AND {C_W} "
+    f"INNER JOIN lake.gitlab_projects p ON p.is_deleted = $1 AND {W_P} WHERE {KEPT.format(n=1)} LIMIT 11",
+    # a LEFT JOIN to a dataset without parents keeps nothing the parents hide
+    f"{KEYS} {CONFIG_KEYS_FROM} LEFT JOIN lake.hosts h ON h.hostname = c.key WHERE {KEPT.format(n=1)} LIMIT 11",
+], ids=["as-written", "reversed", "in-where", "among-other-conditions", "beside-a-left-join"])
+def test_a_named_query_joining_each_parent_on_its_relation_is_accepted(sql):
+    from ontoos_explore.policy.named import verify_named
+
+    datasets, _ = verify_named(named(sql, [FALSE], columns=("key",)), DEMO)
+    assert "configs" in datasets and not {"workloads", "projects"} & set(datasets)  # only joined and filtered
+
+
+def test_the_parent_rule_keeps_a_named_query_to_the_rows_an_exploration_sees(pg_dsn):
+    """Counted on the lake: the accepted query counts what the contract says exists; the one the rule
+    refuses counts the entries of deleted workloads and projects too."""
+    counted = f"SELECT count(*) {CONFIG_KEYS_FROM} WHERE {KEPT.format(n=1)}"
+    orphaned = "SELECT count(*) FROM lake.config_entries c WHERE c.is_sensitive = $1"
+    with psycopg.connect(pg_dsn, cursor_factory=psycopg.RawCursor) as conn:
+        [(kept,)] = conn.execute(counted, [False]).fetchall()
+        [(all_of_them,)] = conn.execute(orphaned, [False]).fetchall()
+        assert kept == count_existing(conn, DEMO, DEMO.dataset("configs")) < all_of_them
 
 
 def test_a_parent_whose_other_columns_a_named_query_reads_is_one_it_reads():

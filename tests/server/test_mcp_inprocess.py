@@ -54,9 +54,11 @@ REGISTRY = {
                 {"name": "min_replicas", "type": "integer", "description": "Fewest replicas", "required": False},
             ],
             "sql": 'SELECT "w"."name" AS "name", "w"."replicas" AS "replicas" FROM "lake"."k8s_workloads" AS "w" '
+                   'INNER JOIN "lake"."gitlab_projects" AS "p" ON "p"."project_id" = "w"."project_id" '
                    'WHERE "w"."namespace" = $1 AND ("w"."replicas" >= $2 OR $2 IS NULL) AND "w"."is_deleted" = $3 '
-                   'ORDER BY "w"."name" LIMIT 101',
-            # the contract's always-filter, bound as a constant (a registry entry must keep it)
+                   'AND "p"."is_deleted" = $3 ORDER BY "w"."name" LIMIT 101',
+            # the contract's always-filters, bound as a constant (a registry entry must keep them); a
+            # workload exists only with its project, so the project is joined and filtered too
             "bind": ["namespace", "min_replicas", {"value": False, "type": "boolean"}],
             "columns": ["name", "replicas"],
             "max_rows": 100,
@@ -66,7 +68,9 @@ REGISTRY = {
             "title": "Not reviewed yet",
             "status": "pending",
             "read_sets": ["published"],
-            "sql": 'SELECT "w"."name" AS "name" FROM "lake"."k8s_workloads" AS "w" WHERE "w"."is_deleted" = $1 LIMIT 11',
+            "sql": 'SELECT "w"."name" AS "name" FROM "lake"."k8s_workloads" AS "w" INNER JOIN "lake"."gitlab_projects" '
+                   'AS "p" ON "p"."project_id" = "w"."project_id" WHERE "w"."is_deleted" = $1 AND "p"."is_deleted" = $1 '
+                   'LIMIT 11',
             "bind": [{"value": False, "type": "boolean"}],
             "columns": ["name"],
             "max_rows": 10,

@@ -18,8 +18,9 @@ comes before), as is text with an unpaired surrogate. The types are in
 Besides violations, the verdict says what policy needs about the SQL, from
 the same walk: the relations and columns read, where each column is placed
 (`placed`: its clause), what each SELECT-list item reads (`targets`), each
-FROM item (`ranges`) and the simple tests ANDed at the top of WHERE
-(`conjuncts`), so the contract's named-query rules need no second parse.
+FROM item (`ranges`), the simple tests ANDed at the top of WHERE
+(`conjuncts`) and the column equalities ANDed there or in an INNER JOIN's ON
+(`equalities`), so the contract's named-query rules need no second parse.
 
     >>> allowed = AllowedSet({("lake", "t"): frozenset({"a"})}, max_rows=10)
     >>> check('SELECT "x"."a" FROM "lake"."t" AS "x" LIMIT 11', allowed).ok
@@ -85,6 +86,7 @@ def check(sql: str, allowed: AllowedSet, n_params: int | None = None) -> Verdict
         tuple(frozenset(t) for t in checker.targets),
         frozenset((alias, *table) for alias, table in checker.ranges.items()),
         tuple(checker.conjuncts),
+        frozenset(checker.equalities),
     )
 
 

@@ -58,6 +58,11 @@ class Verdict:
     # The top-level conjuncts of WHERE that are simple tests of one column against constants or
     # single $n parameters, in text order (a conjunct of any other shape is left out).
     conjuncts: tuple[Conjunct, ...] = ()
+    # The column equalities every row read satisfies: `a.x = b.y` ANDed at the top level of WHERE or of
+    # an INNER JOIN's ON (a row an outer join keeps without a match need not satisfy its ON; one an
+    # outer join above an inner join null-extends has neither side). Each pair is ((alias, column),
+    # (alias, column)), the two sorted: how policy sees that a child is joined to its parent.
+    equalities: frozenset[tuple[tuple[str, str], tuple[str, str]]] = frozenset()
 
     @property
     def ok(self) -> bool:

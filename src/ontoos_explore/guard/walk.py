@@ -27,6 +27,7 @@ class _Checker:
         self.targets: list[set[tuple[str, str, str]]] = []  # per SELECT-list item, in order: the columns it reads
         self.target: set[tuple[str, str, str]] = set()  # the item being walked (the walk is depth-first)
         self.conjuncts: list[Conjunct] = []  # the simple tests ANDed at the top of WHERE, in text order
+        self.equalities: set[tuple[tuple[str, str], tuple[str, str]]] = set()  # see Verdict.equalities
 
     def fail(self, kind: str, message: str, body: dict | None = None) -> None:
         self.violations.append(Violation(kind, message, _location(body)))
@@ -78,8 +79,15 @@ class _Checker:
         if not b.get("fromClause"):
             self.fail("SelectStmt", "a FROM clause naming an allowed relation is required", b)
         self._check_limit(b)
-        self._collect_ranges(b.get("fromClause") or [])
-        self._collect_conjuncts(b.get("whereClause"))
+        inner_ons = self._collect_ranges(b.get("fromClause") or [])
+        for kind, body in _top_level(b.get("whereClause")):
+            found = self._conjunct(kind, body)
+            if found is not None:
+                self.conjuncts.append(found)
+            self._equality(kind, body)
+        for on in inner_ons:
+            for kind, body in _top_level(on):
+                self._equality(kind, body)
         return True
 
     def _check_limit(self, b: dict) -> None:
@@ -99,8 +107,10 @@ class _Checker:
         if offset is not None and (offset[0] != "A_Const" or _const_int(offset[1]) is None):
             self.fail("Limit", "OFFSET must be a constant integer", offset[1])
 
-    def _collect_ranges(self, from_clause: list) -> None:
-        stack = list(from_clause)
+    def _collect_ranges(self, from_clause: list) -> list[Any]:
+        """Each FROM item's alias (or table name) -> its table, into `ranges`; returns the ON conditions
+        of the INNER joins, read once every alias is known."""
+        stack, inner_ons = list(from_clause), []
         while stack:
             node = _node(stack.pop())
             if node is None:
@@ -108,6 +118,8 @@ class _Checker:
             kind, body = node
             if kind == "JoinExpr":
                 stack.extend([body.get("larg"), body.get("rarg")])
+                if body.get("jointype") == "JOIN_INNER":
+                    inner_ons.append(body.get("quals"))
             elif kind == "RangeVar":
                 table = (_ident(body.get("schemaname", "")), _ident(body.get("relname", "")))
                 alias_node = body.get("alias") or {}
@@ -115,25 +127,20 @@ class _Checker:
                 if name in self.ranges:
                     self.fail("RangeVar", f"'{name}' names two relations in FROM", body)
                 self.ranges[name] = table
+        return inner_ons
 
-    # ------------------------------------------------------------ WHERE's top-level conjuncts
+    # ------------------------------------------------------------ the top-level conjuncts of WHERE and ON
+    # Read for policy (`Conjunct`s, equalities); nothing is checked here: the walk visits every one of
+    # these nodes as it visits all the others.
 
-    def _collect_conjuncts(self, where: Any) -> None:
-        """Each conjunct of WHERE's top-level AND (an AND nested in it is more of the same conjunction)
-        that tests one column against constants, as a `Conjunct` for policy. Nothing is checked here:
-        the walk visits every one of these nodes as it visits all the others."""
-        stack = [where]
-        while stack:
-            node = _node(stack.pop())
-            if node is None:
-                continue
-            kind, body = node
-            if kind == "BoolExpr" and body.get("boolop") == "AND_EXPR":
-                stack.extend(reversed(body.get("args") or []))
-                continue
-            found = self._conjunct(kind, body)
-            if found is not None:
-                self.conjuncts.append(found)
+    def _equality(self, kind: str, body: dict) -> None:
+        """`a.x = b.y` between two columns the walk will accept, into `equalities`."""
+        if kind != "A_Expr" or body.get("kind") != "AEXPR_OP" or _strings(body.get("name")) != ["="]:
+            return
+        left, right = self._simple_column(body.get("lexpr")), self._simple_column(body.get("rexpr"))
+        if left is not None and right is not None:
+            a, b = (left[0], left[3]), (right[0], right[3])
+            self.equalities.add((a, b) if a <= b else (b, a))
 
     def _conjunct(self, kind: str, body: dict) -> Conjunct | None:
         location = body.get("location")
@@ -384,6 +391,22 @@ class _Checker:
             unused = sorted(set(range(1, self.n_params + 1)) - self.params)
             if unused:
                 self.fail("ParamRef", f"${unused[0]} is given but not used")
+
+
+def _top_level(condition: Any) -> list[tuple[str, dict]]:
+    """The conjuncts of a condition's top-level AND (an AND nested in it is more of the same conjunction;
+    a condition that is no AND is its one conjunct), in text order, as (kind, body)."""
+    out, stack = [], [condition]
+    while stack:
+        node = _node(stack.pop())
+        if node is None:
+            continue
+        kind, body = node
+        if kind == "BoolExpr" and body.get("boolop") == "AND_EXPR":
+            stack.extend(reversed(body.get("args") or []))
+        else:
+            out.append((kind, body))
+    return out
 
 
 # The allow-list is exactly the kinds with a visitor.

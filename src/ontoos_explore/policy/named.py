@@ -19,6 +19,12 @@ rules still hold, through the same functions (`policy.plans`), and
     constants, or `$n` bound in the entry's `bind` to a `Constant` of the
     column's type with exactly that value, never a caller's parameter (a
     test under OR or NOT, or behind a cast, does not hold for every row);
+  - every relation read of a dataset that exists only with its parents
+    (`exists_with`) is joined to a relation of each parent on the
+    relation's columns, as equalities ANDed at the top level of WHERE or of
+    an INNER JOIN's ON (a LEFT JOIN keeps children without a parent), so
+    the parent's always-filters decide which of its rows exist, as they do
+    in an exploration;
   check-sql has no bind list, so there a `$n` always-filter is reported as
   one it cannot verify;
 - `plan_named`: the plan a role runs it with (`plan_for`: the row, time and
@@ -125,7 +131,9 @@ def contract_violations(verdict: Verdict, contract: Contract, read_sets: Iterabl
     callers may not read outside WHERE and JOIN ... ON, `AlwaysFilter` for an always-filter that
     does not hold for every row. `pinned(n)`: what `$n` is bound to."""
     tables = _tables(contract, read_sets)
-    return [*_unreadable_placed(verdict, tables), *_unfiltered(verdict, _with_parents(contract, tables), pinned)]
+    with_parents = _with_parents(contract, tables)
+    return [*_unreadable_placed(verdict, tables), *_unfiltered(verdict, with_parents, pinned),
+            *_unjoined(verdict, contract, with_parents)]
 
 
 def _with_parents(contract: Contract, tables: dict[tuple[str, str], tuple[Dataset, ...]]
@@ -202,6 +210,33 @@ def _unfiltered(verdict: Verdict, tables: dict[tuple[str, str], tuple[Dataset, .
                                + "; ".join(w for w in why if w))
                 out.append(Violation("AlwaysFilter", message, tests[0].location if tests else None))
     return out
+
+
+def _unjoined(verdict: Verdict, contract: Contract,
+              tables: dict[tuple[str, str], tuple[Dataset, ...]]) -> list[Violation]:
+    """Every relation read (each alias) of a dataset that exists only with its parents (exists_with) is
+    joined to a relation of each parent on the relation's columns, as equalities every row satisfies
+    (ANDed at the top of WHERE or of an INNER JOIN's ON); that parent's always-filters and its own
+    parents are then required of it as of any relation read."""
+    out = []
+    for alias, schema, table in sorted(verdict.ranges):
+        for ds in tables.get((schema, table), ()):
+            for rel in contract.parents_of(ds.name):
+                parent = contract.dataset(rel.to)
+                aliases = sorted(a for a, s, t in verdict.ranges if (s, t) == (parent.schema_name, parent.table_name))
+                if any(all(_equated(verdict, (alias, fc), (p, tc)) for fc, tc in rel.join.items()) for p in aliases):
+                    continue
+                on = " AND ".join(f"{alias}.{fc} = <alias>.{tc}" for fc, tc in rel.join.items())
+                out.append(Violation(
+                    "ParentJoin", f"it reads {ds.name} ({schema}.{table} AS {alias}) without its parent "
+                    f"{parent.name}: its rows exist only with their {parent.name} row (exists_with {rel.name}), "
+                    f"so it must be joined INNER JOIN {parent.relation} AS <alias> ON {on} (or those "
+                    f"equalities ANDed at the top level of WHERE), and the always-filters of {parent.name}"))
+    return out
+
+
+def _equated(verdict: Verdict, a: tuple[str, str], b: tuple[str, str]) -> bool:
+    return (a, b) in verdict.equalities or (b, a) in verdict.equalities
 
 
 def _why_not(test: Conjunct, col: Column, rule: FilterRule, pinned: Pinned) -> str | None:
