@@ -285,6 +285,22 @@ def test_equalities_are_the_column_equations_every_row_satisfies(sql, expected):
     assert verdict.equalities == expected
 
 
+def test_compared_pairs_each_column_of_a_test_in_where_or_on_with_its_other_operands():
+    sql = ("SELECT w.name FROM s.w w INNER JOIN s.c x ON x.wid = w.id WHERE w.gone = $1 AND "
+           "(w.ns IN ($2, $3::text) OR w.name LIKE $4) AND w.size BETWEEN $5 AND $6 ORDER BY w.size LIMIT 1")
+    verdict = check(sql, FLAGS)
+    assert verdict.ok, verdict.violations
+    col = {"gone": ("s", "w", "gone"), "ns": ("s", "w", "ns"), "name": ("s", "w", "name"), "size": ("s", "w", "size"),
+           "id": ("s", "w", "id"), "wid": ("s", "c", "wid")}
+    assert verdict.compared == {
+        (col["wid"], ("column", col["id"])), (col["id"], ("column", col["wid"])), (col["gone"], ("param", 1)),
+        (col["ns"], ("param", 2)), (col["ns"], ("param", 3)), (col["name"], ("param", 4)),
+        (col["size"], ("param", 5)), (col["size"], ("param", 6))}
+    # outside WHERE and ON (here HAVING) a test is not a filter of rows read: the placement rule judges it
+    having = "SELECT w.ns FROM s.w w GROUP BY w.ns HAVING max(w.size) > $1 LIMIT 1"
+    assert check(having, FLAGS).compared == frozenset()
+
+
 def test_conjunct_locations_point_at_the_test(allowed):
     sql = "SELECT c.key FROM lake.config_entries c\nWHERE c.key = $1 AND c.is_sensitive = $2 LIMIT 10"
     (_, filtered) = check(sql, allowed).conjuncts

@@ -127,10 +127,26 @@ def refusal(demo, **over) -> str:
     ({"sql": f"{CONFIGS} WHERE c.is_sensitive = $1\0 OR true LIMIT 11"}, ["NulCharacter", "NUL"]),
     ({"sql": f"\0{FILTERED}"}, ["NulCharacter"]),
     ({"sql": f"{FILTERED}\0"}, ["NulCharacter"]),
+    # a column callers may not read, tested against their value, is read a guess at a time: here the
+    # project of each entry (workloads are outside engineering's read sets: only joined and filtered)
+    ({"sql": f"{FILTERED.replace(' LIMIT 11', '')} AND w.project_id = $2 LIMIT 11", "bind": [FALSE, "project"],
+      "parameters": [{"name": "project", "type": "integer"}]},
+     ["lake.k8s_workloads.project_id is not readable: it may be tested only against the contract's constants, "
+      "but $2 is the caller's parameter 'project', not the contract's constant"]),
+    ({"sql": f"{FILTERED.replace(' LIMIT 11', '')} AND (w.project_id IN ($2, $3) OR c.key = $3) LIMIT 11",
+      "bind": [FALSE, "project", "key"], "parameters": [{"name": "project", "type": "integer"},
+                                                      {"name": "key", "type": "text"}]},
+     ["lake.k8s_workloads.project_id is not readable", "$2 is the caller's parameter 'project'",
+      "$3 is the caller's parameter 'key'"]),
+    # or compared with a column no declared relation joins it to
+    ({"sql": f"{FILTERED.replace(' LIMIT 11', '')} AND c.config_id = w.project_id LIMIT 11"},
+     ["lake.k8s_workloads.project_id is not readable: it may be compared with another column only on a relation "
+      "the contract declares, not with lake.config_entries.config_id"]),
 ], ids=["or-a-caller-boolean", "or-as-the-whole-where", "not", "cast-parameter", "left-join-on",
         "caller-parameter", "wrong-constant", "wrong-constant-as-text", "wrong-constant-type", "wrong-operator",
         "self-join", "hidden-in-select", "hidden-in-order-by", "hidden-in-group-by", "hidden-in-distinct-on",
-        "hidden-in-having", "nul-before-or", "nul-first", "nul-last"])
+        "hidden-in-having", "nul-before-or", "nul-first", "nul-last", "hidden-against-a-caller",
+        "hidden-in-a-list-under-or", "hidden-against-another-column"])
 def test_each_attack_on_the_contract_is_refused_naming_why(demo, over, says):
     message = refusal(demo, **over)
     for part in says:

@@ -19,8 +19,9 @@ Besides violations, the verdict says what policy needs about the SQL, from
 the same walk: the relations and columns read, where each column is placed
 (`placed`: its clause), what each SELECT-list item reads (`targets`), each
 FROM item (`ranges`), the simple tests ANDed at the top of WHERE
-(`conjuncts`) and the column equalities ANDed there or in an INNER JOIN's ON
-(`equalities`), so the contract's named-query rules need no second parse.
+(`conjuncts`), the column equalities ANDed there or in an INNER JOIN's ON
+(`equalities`) and what each column in WHERE or ON is compared with
+(`compared`), so the contract's named-query rules need no second parse.
 
     >>> allowed = AllowedSet({("lake", "t"): frozenset({"a"})}, max_rows=10)
     >>> check('SELECT "x"."a" FROM "lake"."t" AS "x" LIMIT 11', allowed).ok
@@ -87,6 +88,7 @@ def check(sql: str, allowed: AllowedSet, n_params: int | None = None) -> Verdict
         frozenset((alias, *table) for alias, table in checker.ranges.items()),
         tuple(checker.conjuncts),
         frozenset(checker.equalities),
+        frozenset(checker.compared),
     )
 
 

@@ -63,6 +63,11 @@ class Verdict:
     # outer join above an inner join null-extends has neither side). Each pair is ((alias, column),
     # (alias, column)), the two sorted: how policy sees that a child is joined to its parent.
     equalities: frozenset[tuple[tuple[str, str], tuple[str, str]]] = frozenset()
+    # What each column read in WHERE or ON is compared with, anywhere there (an operand of the same
+    # comparison, IN or BETWEEN list, or LIKE): ((schema, table, column), ("param", n)) for a `$n`
+    # (cast or not), ((schema, table, column), ("column", (schema, table, column))) for another column
+    # (both ways round). How policy sees that a hidden column is tested against a caller's value.
+    compared: frozenset[tuple[tuple[str, str, str], tuple[str, Any]]] = frozenset()
 
     @property
     def ok(self) -> bool:

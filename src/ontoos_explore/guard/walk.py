@@ -28,6 +28,7 @@ class _Checker:
         self.target: set[tuple[str, str, str]] = set()  # the item being walked (the walk is depth-first)
         self.conjuncts: list[Conjunct] = []  # the simple tests ANDed at the top of WHERE, in text order
         self.equalities: set[tuple[tuple[str, str], tuple[str, str]]] = set()  # see Verdict.equalities
+        self.compared: set[tuple[tuple[str, str, str], tuple[str, Any]]] = set()  # see Verdict.compared
 
     def fail(self, kind: str, message: str, body: dict | None = None) -> None:
         self.violations.append(Violation(kind, message, _location(body)))
@@ -324,7 +325,30 @@ class _Checker:
         if kind == "AEXPR_OP" and (b.get("lexpr") is None or b.get("rexpr") is None):
             self.fail("A_Expr", "prefix operators are not allowed", b)
             return False
+        if self.clause in ("whereClause", "fromClause"):
+            self._note_compared(b)
         return True
+
+    def _note_compared(self, b: dict) -> None:
+        """Each column operand of a test in WHERE or ON, with each other operand that is a column or a
+        `$n`, into `compared` (for policy; the walk checks the operands as it checks everything)."""
+        operands = []
+        for side in (b.get("lexpr"), b.get("rexpr")):
+            node = _node(side)
+            items = node[1].get("items") or [] if node is not None and node[0] == "List" else [side]
+            operands.extend(self._operand(item) for item in items)
+        columns = [o for o in operands if o is not None and o[0] == "column"]
+        for _, column in columns:
+            self.compared.update((column, o) for o in operands if o is not None and o[1] != column)
+
+    def _operand(self, value: Any) -> tuple[str, Any] | None:
+        node = _node(value)
+        if node is not None and node[0] == "TypeCast":
+            node = _node(node[1].get("arg"))
+        if node is not None and node[0] == "ParamRef":
+            return "param", node[1].get("number", 0)
+        col = self._simple_column(value)
+        return None if col is None else ("column", col[1:])
 
     def visit_List(self, b: dict, slot: str) -> bool:
         if slot != "rexpr":
