@@ -163,3 +163,46 @@ def test_a_nul_in_a_file_is_refused(tmp_path, capsys):
     assert main(["check-sql", "--read-set", "engineering", str(f)]) == 2
     out = json.loads(capsys.readouterr().out)
     assert out["violations"][0]["kind"] == "NulCharacter" and out["violations"][0]["column"] == 44
+
+
+# ---------------------------------------------------------------- --bind: what each $n is bound to, as the registry binds it
+
+FALSE = {"value": False, "type": "boolean"}
+BOUND = f"SELECT c.key {CONFIG_KEYS_FROM} WHERE c.key = $1 AND {KEPT.format(n=2)} LIMIT 5"
+
+
+def test_with_bind_an_always_filter_bound_to_the_contracts_constant_passes(capsys, monkeypatch):
+    code, out = run(capsys, monkeypatch, BOUND, "--read-set", "engineering", "--bind", json.dumps(["key", FALSE]))
+    assert code == 0 and out["ok"] is True, out
+    # without it, the same SQL cannot be verified, and fails closed
+    code, out = run(capsys, monkeypatch, BOUND, "--read-set", "engineering")
+    assert code == 2 and {kind for kind, _ in problems(out)} == {"AlwaysFilter"}
+    assert all("cannot verify without --bind" in message for _, message in problems(out))
+
+
+@pytest.mark.parametrize("bind, says", [
+    (["key", "sensitive"], "$2 is the caller's parameter 'sensitive', not the contract's constant"),
+    (["key", {"value": True, "type": "boolean"}], "$2 is bound to true, not the contract's false"),
+    (["key", {"value": 0, "type": "integer"}], "$2 is bound to an integer constant, not a boolean one"),
+], ids=["a-caller-parameter", "another-constant", "another-type"])
+def test_with_bind_an_always_filter_bound_otherwise_is_refused(capsys, monkeypatch, bind, says):
+    code, out = run(capsys, monkeypatch, BOUND, "--read-set", "engineering", "--bind", json.dumps(bind))
+    assert code == 2 and all(kind == "AlwaysFilter" for kind, _ in problems(out))
+    assert len(problems(out)) == 3 and all(says in message for _, message in problems(out))
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--bind", "[1, 2"], "--bind must be a JSON list"),
+    (["--bind", '[{"value": 1}]'], "--bind must be a JSON list"),
+    (["--bind", '{"a": 1}'], "--bind must be a JSON list"),
+    (["--bind", '["key"]'], None),  # one value for two $n: the guard says which is missing
+    (["--params", "3", "--bind", json.dumps(["key", FALSE])], "--params 3 but --bind has 2 values"),
+], ids=["not-json", "constant-without-type", "not-a-list", "too-few", "params-disagree"])
+def test_a_bad_bind_list_is_an_envelope_or_a_violation(capsys, monkeypatch, args, says):
+    code, out = run(capsys, monkeypatch, BOUND, "--read-set", "engineering", *args)
+    assert code == 2 and out["ok"] is False
+    if says is None:
+        assert problems(out)[0] == ("ParamRef", "$2 is not one of the 1 given parameters")
+        assert "$2 is bound to nothing" in problems(out)[-1][1]
+    else:
+        assert out["error"]["code"] == "EX102" and says in out["error"]["message"] and "--bind" in out["error"]["hint"]

@@ -423,8 +423,9 @@ async def _ontoos_promote_writes_a_pending_entry(capsys, demo, registry_file, fi
     assert entry["sql"].count("$") == 5 and "$5" in entry["sql"]
     for literal in ("'prod'", "'Deployment'", "sandbox"):
         assert literal not in entry["sql"]
-    # its SQL passes the guard; `ontoos check-sql`, which has no bind list, passes all but the always-filter,
-    # whose value it cannot see ($4 is bound to the contract's constant in the registry): it fails closed
+    # its SQL passes the guard; `ontoos check-sql` without the bind list passes all but the always-filters,
+    # whose values it cannot see ($4, $5 are bound to the contract's constants in the registry): it fails
+    # closed; given the entry's bind list it verifies them
     verdict = check(entry["sql"], allowed_for_read_sets(demo, entry["read_sets"], entry["max_rows"]), len(entry["bind"]))
     assert verdict.ok, verdict.violations
     sql_file = tmp_path / "promoted.sql"
@@ -434,6 +435,9 @@ async def _ontoos_promote_writes_a_pending_entry(capsys, demo, registry_file, fi
     assert code == 2 and out["ok"] is False
     assert [v["kind"] for v in out["violations"]] == ["AlwaysFilter"] * 2
     assert sorted(n for n in ("$4", "$5") for v in out["violations"] if n in v["message"]) == ["$4", "$5"]
+    code, out, _ = await arun_cli(capsys, "check-sql", "--read-set", "published", "--max-rows", str(entry["max_rows"]),
+                                  "--bind", json.dumps(entry["bind"]), str(sql_file))
+    assert code == 0 and out["ok"] is True, out
     return entry
 
 

@@ -58,13 +58,37 @@ def cmd_check_sql(args) -> int:
         if fold(name) not in known:
             hint, _ = did_you_mean(name, contract.read_sets, "read sets")
             raise BindError(Codes.UNKNOWN_READ_SET, f"'{name}' is not a read set of this contract", hint=hint)
+    bind = _bind_list(args.bind, args.params)
     sql = _read_file(args.file)
     max_rows = args.max_rows if args.max_rows is not None else max(r.max_rows for r in contract.roles.values())
-    verdict = verify_sql(sql, contract, args.read_set, max_rows, args.params)
+    n_params = args.params if bind is None or args.params is not None else len(bind)
+    verdict = verify_sql(sql, contract, args.read_set, max_rows, n_params, bind)
     out = verdict.to_json(sql)
     out["meta"] = {"read_sets": args.read_set, "max_rows": max_rows, "contract_hash": contract.hash}
     _emit(out)
     return EXIT_OK if verdict.ok else EXIT_REJECTED
+
+def _bind_list(text: str | None, n_params: int | None) -> tuple | None:
+    """--bind: a JSON list as a registry entry's `bind` (a caller's parameter name, or a constant
+    {"value": ..., "type": ...}), checked by the registry's own model."""
+    if text is None:
+        return None
+    from pydantic import TypeAdapter, ValidationError
+
+    from ..errors import Codes, InputError
+    from ..governance.registry import Constant
+
+    hint = 'e.g. --bind \'["namespace", {"value": false, "type": "boolean"}]\': a parameter name or a constant per $n'
+    try:
+        bind = tuple(TypeAdapter(list[str | Constant]).validate_json(text))
+    except ValidationError:
+        raise InputError(Codes.INVALID_REQUEST, "--bind must be a JSON list of parameter names and "
+                                                "{\"value\", \"type\"} constants", hint=hint) from None
+    if n_params is not None and n_params != len(bind):
+        raise InputError(Codes.INVALID_REQUEST, f"--params {n_params} but --bind has {len(bind)} values",
+                         hint="give one --bind value per $n, or leave --params out")
+    return bind
+
 
 def cmd_explore(args) -> int:
     import asyncio

@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-rows", type=int, metavar="N",
                    help="row budget: LIMIT must be at most N+1 (default: the largest max_rows of any role)")
     g.add_argument("--params", type=int, metavar="N", help="number of $n parameters that will be bound (default: any, without gaps)")
+    g.add_argument("--bind", metavar="JSON", help="what each $n is bound to, as a registry entry's bind list: a JSON "
+                   'list of parameter names and {"value": ..., "type": ...} constants; with it, $n always-filters '
+                   "are verified (default --params: its length)")
     g.add_argument("file", nargs="?", default="-", metavar="FILE", help="file holding the SQL, or - for stdin (default)")
 
     v = sub.add_parser("serve", help="serve MCP (stdio or streamable HTTP) and the HTTP API",

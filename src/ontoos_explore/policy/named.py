@@ -27,8 +27,8 @@ rules still hold, through the same functions (`policy.plans`), and
     an INNER JOIN's ON (a LEFT JOIN keeps children without a parent), so
     the parent's always-filters decide which of its rows exist, as they do
     in an exploration;
-  check-sql has no bind list, so there a `$n` always-filter is reported as
-  one it cannot verify;
+  check-sql verifies a `$n` always-filter against `--bind` (the entry's
+  bind list), and without one reports it as one it cannot verify;
 - `plan_named`: the plan a role runs it with (`plan_for`: the row, time and
   cost budgets, and masked output positions from the guard's per-item
   columns);
@@ -107,13 +107,15 @@ def _only_parents(contract: Contract, read: set[str], columns: frozenset[tuple[s
 
 
 def verify_sql(sql: str, contract: Contract, read_sets: Iterable[str], max_rows: int | None,
-               n_params: int | None = None) -> Verdict:
+               n_params: int | None = None, bind: tuple[Any, ...] | None = None) -> Verdict:
     """`ontoos check-sql`: the guard's verdict on `sql` under `read_sets`, with every problem the
-    contract's rules find added to its violations. There is no bind list, so an always-filter written
+    contract's rules find added to its violations. `bind`: what each `$n` is bound to, as a registry
+    entry binds it (a caller's parameter name, or a `Constant`); without it an always-filter written
     as `$n` cannot be verified, and is reported so."""
     read_sets = tuple(read_sets)
     verdict = check(sql, allowed_for_read_sets(contract, read_sets, max_rows), n_params)
-    problems = contract_violations(verdict, contract, read_sets, _unpinned)
+    pinned = _unpinned if bind is None else _pinned_by(bind)
+    problems = contract_violations(verdict, contract, read_sets, pinned)
     return dataclasses.replace(verdict, violations=verdict.violations + tuple(problems)) if problems else verdict
 
 
@@ -127,8 +129,8 @@ def _pinned_by(bind: tuple[Any, ...]) -> Pinned:
 
 
 def _unpinned(n: int) -> str:
-    return (f"${n} is a parameter whose value check-sql cannot verify: it has no bind list (a named query "
-            f"binds it to a Constant)")
+    return (f"${n} is a parameter whose value check-sql cannot verify without --bind (a named query binds "
+            f"it to a Constant)")
 
 
 def plan_named(entry: Any, contract: Contract, role: Role) -> Plan:
