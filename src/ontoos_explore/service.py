@@ -10,10 +10,7 @@ logged here with its traceback and answered as INTERNAL_ERROR.
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .compiler import CompiledQuery
@@ -21,41 +18,11 @@ from .contract import Contract
 from .engine.executor import Executor, Outcome
 from .envelope import Answer, new_id
 from .errors import ExploreError, InternalError
+from .offload import INLINE_SOURCE, off_loop, source_size
 from .pipeline import compile_exploration
 from .templates import TEMPLATES, TemplateCache
 
 log = logging.getLogger("ontoos_explore.service")
-
-# Compiling costs about 10-15 us a character of source on the whole path (a 64 KB text about a second), and
-# it is CPU: on the event loop it held every other request (a /healthz) for as long. A source over
-# INLINE_SOURCE characters compiles on a worker thread; a smaller one inline, since handing it to a thread
-# costs 0.1-0.3 ms and a small compile (most are template-cache hits, 2-200 us) less. One worker: the GIL
-# runs one thread at a time, so a second adds no throughput, and each thread competing for it makes the
-# event loop wait longer for its turn (with four clients compiling at the limits, /healthz took a median
-# of 2 s inline, 45-55 ms with two workers, 20-30 ms with one).
-INLINE_SOURCE = 1024
-_COMPILES = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ontoos-compile")
-
-
-def source_size(source: Any, most: int = INLINE_SOURCE) -> int:
-    """About how many characters `source` is (a text's length; a JSON form's strings, and 4 a scalar),
-    counted only up to past `most`: a bounded walk, never the whole of a large request."""
-    if isinstance(source, str):
-        return len(source)
-    size, stack = 0, [source]
-    while stack and size <= most:
-        v = stack.pop()
-        if isinstance(v, str):
-            size += len(v)
-        elif isinstance(v, dict):
-            size += 4 * len(v)
-            stack.extend(v.values())
-        elif isinstance(v, (list, tuple)):
-            size += len(v)
-            stack.extend(v)
-        else:
-            size += 4
-    return size
 
 __all__ = ["Answer", "Explorer", "cost_class", "new_id", "success_envelope", "plan_envelope"]
 
@@ -137,11 +104,7 @@ class Explorer:
         exploration_id = new_id()
         compiled = None
         try:
-            if offload:
-                context = contextvars.copy_context()
-                compiled = await asyncio.get_running_loop().run_in_executor(_COMPILES, context.run, compile_)
-            else:
-                compiled = compile_()
+            compiled = await off_loop(compile_) if offload else compile_()
             out = await self.executor.run(compiled, dry_run=dry_run)
             render = plan_envelope if dry_run else success_envelope
             return Answer.success(render(compiled, out, exploration_id), compiled, cost=out.cost)

@@ -2,9 +2,11 @@
 allow, as fast as they are answered, the server's event loop still answers /healthz at once.
 
 Compiling such a request (parsing 64 KB of text, 19,000 JSON values, a 1,000-value IN list through
-the guard) is up to a second of CPU; on the event loop it held every other request for as long.
-`service.Explorer` compiles a large source on a worker thread, so /healthz (answered by the event
-loop itself, no token, no database) waits only its turn for the interpreter. The server is a real
+the guard) is up to a second of CPU; on the event loop it held every other request for as long. So
+did, for tens of milliseconds a request, reading the longest GET filter a request line holds and
+rendering a large refused exploration into its audit event. Each runs on a worker thread when the
+request is large (`offload.py`), so /healthz (answered by the event loop itself, no token, no
+database) waits only its turn for the interpreter. The server is a real
 `ontoos serve --http` (tests/server/test_hostile_support.py); the bound is 100 ms for the median of
 the probes (a blocked loop makes most probes wait for a whole compile), and every load request must
 be answered as it should be.
@@ -16,6 +18,7 @@ import json
 import statistics
 import threading
 import time
+from urllib.parse import quote
 
 import pytest
 
@@ -72,12 +75,24 @@ def admin_list(seed: int) -> dict:
                      + ", ".join(str(seed * MAX_LIST + i) for i in range(n)) + ") limit 5"}
 
 
-# principal -> (the body of its i-th request, the status it must get)
+URL_BYTES = 15_000  # the request line h11 takes is at most 16 KB
+
+
+def long_get(seed: int) -> str:
+    """A GET whose filter is as long as a request line may carry: names ORed, URL-encoded."""
+    path, terms = "/api/v1/explore?dataset=workloads&fields=name&filter=", []
+    while len(path) + len(quote(" or ".join(terms))) < URL_BYTES:
+        terms.append(f"name = 'w{seed}-{len(terms)}'")
+    return path + quote(" or ".join(terms[:-1]))
+
+
+# principal -> (its i-th request: a POST body, or a GET's path; the status it must get)
 CLIENTS = {
     "alice": (lambda i: {"query": in_lists_text(i)}, 403),  # parsed, then over analyst's max_in_list
     "fuzz": (json_lists, 403),  # read, then over analyst's max_in_list
     "vera": (lambda i: {"query": deep_text(i)}, 403),  # parsed, then over viewer's max_predicates
     "rex": (admin_list, 200),
+    "pat": (long_get, 403),  # parsed (off the loop), then over max_predicates: its event rendered off it too
 }
 
 
@@ -88,6 +103,7 @@ def test_the_requests_are_the_largest_allowed():
     assert MAX_TEXT - 1000 < len(deep) <= MAX_TEXT and predicate_depth(parse_text(deep).where) == MAX_DEPTH
     values = sum(len(f["value"]) + 4 for f in json_lists(0)["filter"])
     assert MAX_JSON_VALUES - MAX_LIST < values < MAX_JSON_VALUES
+    assert URL_BYTES - 100 < len(long_get(0)) < URL_BYTES
 
 
 def test_healthz_stays_fast_while_the_largest_requests_compile(server):
@@ -100,10 +116,14 @@ def test_healthz_stays_fast_while_the_largest_requests_compile(server):
         i = 0
         while not stop.is_set():
             i += 1
-            body = json.dumps(make(i))
+            asked = make(i)
             start = time.perf_counter()
-            r = request(server, "POST", "/api/v1/explore", body=body, who=name, timeout=120,
-                        request_text=body[:200])
+            if isinstance(asked, str):
+                r = request(server, "GET", asked, who=name, timeout=120, request_text=asked[:200])
+            else:
+                body = json.dumps(asked)
+                r = request(server, "POST", "/api/v1/explore", body=body, who=name, timeout=120,
+                            request_text=body[:200])
             answered[name].append((r.status, time.perf_counter() - start))
             if r.status != status:
                 failures.append(f"{name}: {r.status} {r.text[:300]}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import threading
 import time
 from typing import Any
 
@@ -406,3 +407,39 @@ def test_the_in_flight_cap_is_configured_per_server_and_per_principal(demo):
     assert (auth.by_name("a").max_in_flight, auth.by_name("b").max_in_flight) == (2, 7)
     assert Authenticator(ServerConfig.model_validate({"principals": {"a": {
         "role": "analyst", "token_sha256": "a" * 64}}}), demo).by_name("a").max_in_flight == 4
+
+
+# ---------------------------------------------------------------- a large request's event, built off the loop
+
+async def test_a_large_requests_event_is_built_off_the_loop_and_queued_once_even_if_the_call_is_cancelled(tools):
+    """The event of a large request (its exploration rendered) is built on the worker thread; a call
+    cancelled while it is being built still gets its one event, queued on the loop when it is built."""
+    from ontoos_explore.offload import INLINE_SOURCE, off_loop
+
+    asked = {**QUESTION, "filter": " or ".join(f"name = 'n{i}'" for i in range(200)), "bogus": True}
+    assert len(asked["filter"]) > INLINE_SOURCE
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:  # keeps the one worker busy, so the event waits for it
+        held.set()
+        release.wait(30)
+
+    holding = asyncio.create_task(off_loop(hold))
+    await asyncio.to_thread(held.wait, 30)
+    call = asyncio.create_task(tools.call("ontoos_explore", asked, ALICE, "rest"))
+    await asyncio.sleep(0.1)
+    assert not call.done() and tools.audit.events == []  # answered, its event waiting for the worker
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    release.set()
+    await holding
+    for _ in range(100):
+        if tools.audit.events:
+            break
+        await asyncio.sleep(0.02)
+    [event] = tools.audit.events
+    assert (event.surface, event.error_code) == ("rest", "EX102") and "bogus" in event.exploration
+    # not cancelled, the call returns once its event is queued
+    answer = await tools.call("ontoos_explore", asked, ALICE, "rest")
+    assert answer.error.code == "EX102" and len(tools.audit.events) == 2

@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse, Response
 
 from ..envelope import Answer
 from ..errors import CLIENT_CLOSED, ExploreError, InternalError, cancelled, not_a_route
+from ..offload import INLINE_SOURCE, off_loop
 from .bodies import body_timeout_s, read_json_object
 from .mcp_server import PRINCIPAL_KEY
 from .query_string import catalog_arguments, explore_arguments
@@ -106,7 +107,10 @@ class Rest:
         async def read() -> dict[str, Any]:
             if request.method == "POST":
                 return await read_json_object(request, self.body_timeout_s)
-            return explore_arguments(request.query_params)
+            params = request.query_params
+            if len(request.scope.get("query_string", b"")) > INLINE_SOURCE:  # a long filter: parsed off the loop
+                return await off_loop(lambda: explore_arguments(params))
+            return explore_arguments(params)
 
         return await self.call(request, "ontoos_explore", read)
 

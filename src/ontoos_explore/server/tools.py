@@ -30,11 +30,11 @@ from ..catalog import describe_dataset, list_datasets
 from ..contract import Contract
 from ..envelope import Answer, new_id
 from ..errors import Codes, ExploreError, InputError, cancelled, no_token, rate_limited, too_many_in_flight
-from ..grammar.limits import CheckedJSON
 from ..grammar.forms import from_json
-from ..grammar.limits import check_json
+from ..grammar.limits import CheckedJSON, check_json
 from ..ir import Exploration
 from ..names import close_matches
+from ..offload import INLINE_SOURCE, off_loop, source_size
 from ..service import Explorer
 from .config import Principal, RateLimiter
 
@@ -258,8 +258,19 @@ class Tools:
                                         exploration_id=new_id(), contract_hash=self.contract.hash)
                 self.record(answer, principal, surface, source)
                 raise
-        self.record(answer, principal, surface, source)
+        if self.audit is not None and source_size(source) > INLINE_SOURCE:
+            await self._record_off_loop(answer, principal, surface, source)
+        else:
+            self.record(answer, principal, surface, source)
         return answer
+
+    async def _record_off_loop(self, answer: Answer, principal: Principal | None, surface: str, source: Any) -> None:
+        """The event of a large request renders its exploration (a refusal's, up to 64 KB): built on the
+        worker thread, queued on the loop (the writer's queue is the loop's) when it is built, even if
+        the call is cancelled meanwhile (the client left): never lost."""
+        built = asyncio.ensure_future(off_loop(lambda: self._event(answer, principal, surface, source)))
+        built.add_done_callback(lambda t: self._queue(t.result()) if not t.cancelled() and not t.exception() else None)
+        await asyncio.shield(built)
 
     def admit(self, principal: Principal | None) -> Answer | None:
         """Take one call from the principal's rate limit: None to go ahead, or the refusal."""
@@ -278,17 +289,25 @@ class Tools:
         return answer
 
     def record(self, answer: Answer, principal: Principal | None, surface: str, source: Any) -> None:
-        if self.audit is None:
-            return
+        if self.audit is not None:
+            self._queue(self._event(answer, principal, surface, source))
+
+    def _event(self, answer: Answer, principal: Principal | None, surface: str, source: Any) -> Any:
+        """The answer's audit event, or None if it could not be built (logged: the audit must never break
+        an answer). Touches nothing shared: safe on the worker thread."""
         from ..governance.audit import event_for
 
         try:
-            event = event_for(answer, principal=principal.name if principal else None,
-                              role=principal.role if principal else None, surface=surface,
-                              source=source, contract=self.contract)
-            self.audit.record(event)  # its text is made storable (NUL, lone surrogates) as it is written
-        except Exception:  # the audit must never break an answer
+            return event_for(answer, principal=principal.name if principal else None,
+                             role=principal.role if principal else None, surface=surface,
+                             source=source, contract=self.contract)
+        except Exception:
             logging.getLogger("ontoos_explore.audit").exception("could not record an event")
+            return None
+
+    def _queue(self, event: Any) -> None:
+        if event is not None:
+            self.audit.record(event)  # its text is made storable (NUL, lone surrogates) as it is written
 
     # ------------------------------------------------------------ running one
 
