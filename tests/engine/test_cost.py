@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import psycopg
 import pytest
+import yaml
 
 from ontoos_explore import compile_exploration
+from ontoos_explore.contract import parse_contract
 from ontoos_explore.engine.executor import EXPLAIN, work
 from ontoos_explore.errors import ExploreError
 from ontoos_explore.service import Explorer, cost_class
@@ -53,6 +56,23 @@ async def test_a_limit_does_not_hide_the_join_beneath_it_from_the_ceiling(pg_dsn
         assert (await executor.run(ok)).cost == full
 
 
+async def test_a_roles_own_ceiling_refuses_limit_1_over_the_join_and_lets_a_cheap_limit_1_run(pg_dsn, demo):
+    """The issue's attack, end to end: a role whose `max_cost` sits between the Limit's pro-rated
+    total and the join beneath it is refused the join at `limit 1`, and still runs `limit 1` on one table."""
+    q = compile_exploration(PRO_RATED, demo, "analyst")
+    plan = _explain(pg_dsn, q.sql, q.params)
+    data = yaml.safe_load((Path(__file__).resolve().parents[2] / "contracts" / "demo.yaml").read_text())
+    data["roles"]["analyst"]["max_cost"] = (plan["Total Cost"] + work(plan)) / 2
+    frugal = parse_contract(yaml.safe_dump(data, sort_keys=False), "frugal.yaml")
+    async with executor_for(pg_dsn, frugal, cost_cache_s=0) as executor:
+        explorer = Explorer(frugal, executor, cache=None)
+        refused = await explorer.explore(PRO_RATED, "analyst")
+        assert refused.error.code == "EX411" and refused.cost == work(plan)
+        dry = await explorer.explore(PRO_RATED, "analyst", dry_run=True)
+        assert dry.envelope["data"]["plan"]["within_budget"] is False and dry.envelope["data"]["plan"]["cost_class"] == "over"
+        assert (await explorer.explore("explore workloads fields name limit 1", "analyst")).ok
+
+
 def _hidden_only_and_absent(dsn: str) -> tuple[str, str]:
     with psycopg.connect(dsn) as conn:
         hidden = conn.execute("SELECT key FROM lake.config_entries GROUP BY key HAVING bool_and(is_sensitive) "
@@ -79,6 +99,7 @@ async def test_a_value_only_in_hidden_rows_and_an_absent_value_answer_alike(pg_d
         assert all(a.ok for a in dry) and _without_ids(dry[0].envelope) == _without_ids(dry[1].envelope)
         assert "estimated_cost" not in json.dumps(dry[0].envelope)
         assert None not in (dry[0].cost, dry[1].cost)  # the figures are kept for the audit, not shown
+        assert dry[0].cost != dry[1].cost  # and they differ: shown, they would be the oracle
         # over a ceiling both exceed, the refusals are alike too, and say no figure of the planner's
         queries = [compile_exploration(t, demo, "analyst", cache=None) for t in texts]
         low = min(a.cost for a in dry) / 2

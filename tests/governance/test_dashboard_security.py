@@ -208,6 +208,33 @@ def test_the_session_cookie_is_not_the_token_and_logout_ends_it(dash):
     assert signed_in and all(e["outcome"] == "ok" and e["exploration"] == "sign in" for e in signed_in)
 
 
+def test_behind_a_tls_proxy_the_cookie_is_secure_and_the_https_origin_is_the_pages(pg_dsn, tmp_path):
+    """`secure_cookies: true` (TLS ends at a proxy): the session cookie, and its clearing at logout, are
+    Secure; a form posted from the https origin of this host is the dashboard's own."""
+    d = start_dashboard(pg_dsn, tmp_path / "behind-tls", secure_cookies=True)
+    try:
+        https = f"https://127.0.0.1:{d.port}"
+        r = call(d, "POST", "/governance/login", headers={**FORM, "Origin": https},
+                 body=urllib.parse.urlencode({"token": TOKENS[REV]}))
+        assert r.status == 303
+        [set_cookie] = r.cookies
+        attributes = {a.strip().split("=")[0].lower() for a in set_cookie.split(";")[1:]}
+        assert {"secure", "httponly", "samesite"} <= attributes
+        session = {"Cookie": set_cookie.split(";")[0]}
+        csrf = re.search(r'name="csrf" value="([^"]+)"', call(d, "GET", "/governance", headers=session).body).group(1)
+        r = call(d, "POST", "/governance/logout", headers={**FORM, **session, "Origin": https},
+                 body=urllib.parse.urlencode({"csrf": csrf}))
+        assert r.status == 303
+        [cleared] = r.cookies
+        assert "secure" in cleared.lower()
+        # another origin is still another origin
+        r = call(d, "POST", "/governance/login", headers={**FORM, "Origin": f"https://127.0.0.1:{d.port + 1}"},
+                 body=urllib.parse.urlencode({"token": TOKENS[REV]}))
+        assert r.status == 403
+    finally:
+        d.srv.stop_cleanly()
+
+
 def test_a_non_reviewer_gets_no_session(dash):
     r = call(dash, "POST", "/governance/login", headers={**FORM, "Origin": dash.origin},
              body=urllib.parse.urlencode({"token": TOKENS[ANA]}))

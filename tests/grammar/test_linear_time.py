@@ -5,8 +5,10 @@ The regexes on a request's path (`grep -rn "re\\.compile\\|re\\.\\(match\\|fullm
 the flag form's `k=v` head (forms), the order_by direction check (forms), the text form's lexer
 (explore.lark's terminals, through Lark), the 'in'-list pre-scan (limits), the template cache's
 literal splitter (templates), the integer and decimal texts of `types.convert`, the name pattern
-(names), and the GET form's limit (server/query_string). The others read the deployment's own
-settings and files at start (settings, server/config) or PostgreSQL's own output (engine/rows).
+(names), the GET form's limit (server/query_string), the dashboard's form fields (server/
+governance_forms) and the promote form's fingerprint and blanks (governance/promote). The others
+read the deployment's own settings and files at start (settings, server/config) or PostgreSQL's own
+output (engine/rows); a test holds the list to the patterns the package compiles.
 
 Each is fed 100,000 (or, through a reader that stops at the 65,536-character input limit, 65,000)
 adversarial characters and must finish in well under a second of this thread's CPU time (so a
@@ -20,13 +22,20 @@ import time
 
 import pytest
 
+import importlib
+import pkgutil
+import re
+
+import ontoos_explore
 from ontoos_explore.errors import ExploreError
+from ontoos_explore.governance.promote import _BLANKS, FINGERPRINT
 from ontoos_explore.grammar.forms import _FLAG_HEAD, from_flags, from_json
-from ontoos_explore.grammar.limits import MAX_TEXT, check_lists
+from ontoos_explore.grammar.limits import _LIST_EVENTS, MAX_TEXT, check_lists
 from ontoos_explore.grammar.parser import parse_text
 from ontoos_explore.names import IDENT_RE
+from ontoos_explore.server.governance_forms import DAYS, SUBTYPE
 from ontoos_explore.server.query_string import INTEGER
-from ontoos_explore.templates import template_of
+from ontoos_explore.templates import _CLOSED, _LITERAL, template_of
 from ontoos_explore.types import _DEC_RE, _INT_RE
 
 N = 100_000
@@ -69,7 +78,32 @@ ADVERSARIAL = {
     # names, and the GET form's limit
     "a long name with a bad end": (IDENT_RE.fullmatch, "a" * N + "!"),
     "a long limit": (INTEGER.fullmatch, "9" * N),
+    "templates, the closed-string pattern on escapes": (_CLOSED.fullmatch, "'\\" * (N // 2) + "'"),
+    # the dashboard's forms and the promote form
+    "a long subtype": (SUBTYPE.fullmatch, "A" * N + "!"),
+    "a long number of days": (DAYS.fullmatch, "9" * N),
+    "a long fingerprint": (FINGERPRINT.fullmatch, "a" * N + "g"),
+    "blanks between words": (lambda t: _BLANKS.sub(" ", t), " \t" * (N // 2) + "x"),
 }
+
+# compiled at module level, read only at start or from PostgreSQL's own output: no request reaches them
+NOT_ON_A_REQUEST_PATH = {"ontoos_explore.server.config.HEX64", "ontoos_explore.settings._INTEGER",
+                         "ontoos_explore.settings._NUMBER", "ontoos_explore.settings._CONNINFO",
+                         "ontoos_explore.engine.rows._DATETIME", "ontoos_explore.engine.rows._TIME"}
+
+
+def test_every_pattern_the_package_compiles_is_tested_or_off_the_request_path():
+    tested = {id(getattr(fn, "__self__", None)) for fn, _ in ADVERSARIAL.values()}
+    tested |= {id(_LITERAL), id(_LIST_EVENTS), id(_BLANKS)}  # through template_of, check_lists, a lambda
+    found = {}
+    for info in pkgutil.walk_packages(ontoos_explore.__path__, "ontoos_explore."):
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            if isinstance(value, re.Pattern):
+                found.setdefault(id(value), f"{info.name}.{name}")
+    untested = sorted(where for key, where in found.items() if key not in tested and where not in NOT_ON_A_REQUEST_PATH)
+    assert not untested, f"patterns with no adversarial case here: {untested}"
+    assert len(found) >= len(tested) + len(NOT_ON_A_REQUEST_PATH) - 2  # (the walk finds them at all)
 
 
 @pytest.mark.parametrize("case", ADVERSARIAL)

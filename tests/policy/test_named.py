@@ -89,6 +89,12 @@ def refusal(demo, **over) -> str:
     ({"sql": f"{CONFIGS} WHERE (c.is_sensitive = $1 OR $2) LIMIT 11",
       "parameters": [{"name": "all", "type": "boolean"}], "bind": [FALSE, "all"]},
      ["c.is_sensitive = false must be ANDed at the top level of WHERE"]),
+    # as the compiler quotes names: the same
+    ({"sql": 'SELECT "c"."key" AS "key", "c"."source" AS "source" FROM "lake"."config_entries" AS "c" '
+             'WHERE "c"."key" = $1 AND ("c"."is_sensitive" = $2 OR $3) LIMIT 11',
+      "parameters": [{"name": "key", "type": "text"}, {"name": "all", "type": "boolean"}],
+      "bind": ["key", FALSE, "all"]},
+     ["c.is_sensitive = false must be ANDed at the top level of WHERE"]),
     ({"sql": f"{CONFIGS} WHERE NOT (c.is_sensitive <> $1) LIMIT 11"}, ["must be ANDed at the top level"]),
     ({"sql": f"{CONFIGS} WHERE c.is_sensitive = $1::boolean LIMIT 11"}, ["must be ANDed at the top level"]),
     # a filter in a LEFT JOIN's ON keeps the row: it is no always-filter
@@ -142,7 +148,7 @@ def refusal(demo, **over) -> str:
     ({"sql": f"{FILTERED.replace(' LIMIT 11', '')} AND c.config_id = w.project_id LIMIT 11"},
      ["lake.k8s_workloads.project_id is not readable: it may be compared with another column only on a relation "
       "the contract declares, not with lake.config_entries.config_id"]),
-], ids=["or-a-caller-boolean", "or-as-the-whole-where", "not", "cast-parameter", "left-join-on",
+], ids=["or-a-caller-boolean", "or-as-the-whole-where", "or-quoted", "not", "cast-parameter", "left-join-on",
         "caller-parameter", "wrong-constant", "wrong-constant-as-text", "wrong-constant-type", "wrong-operator",
         "self-join", "hidden-in-select", "hidden-in-order-by", "hidden-in-group-by", "hidden-in-distinct-on",
         "hidden-in-having", "nul-before-or", "nul-first", "nul-last", "hidden-against-a-caller",

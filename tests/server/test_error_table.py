@@ -335,7 +335,12 @@ def pool_held(world: World, ask: Callable[[], Seen]) -> Seen:
     slow.start()
     try:
         wait_for(lambda: slow_query_active(world.pg_dsn), what="pat's slow query")
-        return ask()
+        start = time.monotonic()
+        seen = ask()
+        # refused once the pool's wait is over, not left waiting for the query holding it, with a retry hint
+        assert time.monotonic() - start < 1 + 2.5, "the refusal waited past the pool timeout"
+        assert seen.envelope["meta"]["retry_after_s"] == 2 and "retry in 2 s" in seen.envelope["error"]["hint"], seen
+        return seen
     finally:
         slow.join(30)
         assert done and done[0].status == 200, "the query holding the pool did not finish well"

@@ -773,3 +773,14 @@ async def test_mcp_role_comes_from_the_token(server, mode):
     assert rex_catalog.structured_content["data"]["role"] == "admin"
     assert "hosts" not in [d["name"] for d in vera_catalog.structured_content["data"]["datasets"]]
     assert "hosts" in [d["name"] for d in alice_catalog.structured_content["data"]["datasets"]]
+
+
+def test_a_503_says_when_to_retry_as_a_429_does():
+    from ontoos_explore.envelope import Answer
+    from ontoos_explore.errors import UpstreamError
+    from ontoos_explore.server.rest import answer_response
+
+    r = answer_response(Answer.refusal(UpstreamError("no database connection is available", reason="POOL_TIMEOUT")))
+    body = json.loads(r.body)
+    assert r.status_code == 503 and r.headers["retry-after"] == "2" and body["meta"]["retry_after_s"] == 2
+    assert body["error"]["hint"].startswith("this is temporary: retry in 2 s")

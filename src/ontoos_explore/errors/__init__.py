@@ -77,7 +77,7 @@ class ExploreError(Exception):
         self.reason = reason or code.subtype
         # What reviewers need beyond the reason (e.g. the secret column reached for); never rendered.
         self.detail = detail
-        self.retry_after_s: int | None = None  # a 429's wait: meta.retry_after_s (Retry-After over HTTP)
+        self.retry_after_s: int | None = None  # a 429's or 503's wait: meta.retry_after_s (Retry-After over HTTP)
         self.exploration: Any = None  # the parsed exploration a policy refusal was about (for the audit); never rendered
 
     @property
@@ -136,13 +136,16 @@ class AuthError(ExploreError):
 class UpstreamError(ExploreError):
     """The database is down, restarting, or out of connections."""
 
+    RETRY_AFTER_S = 2  # what a caller is told to wait (meta.retry_after_s; Retry-After over HTTP)
+
     def __init__(self, message: str = "the database is unavailable", *, reason: str | None = None) -> None:
         super().__init__(
             Codes.UPSTREAM_UNAVAILABLE,
             message,
-            hint="this is temporary: retry in a few seconds",
+            hint=f"this is temporary: retry in {self.RETRY_AFTER_S} s (meta.retry_after_s; Retry-After over HTTP)",
             reason=reason,
         )
+        self.retry_after_s = self.RETRY_AFTER_S
 
 
 class ContractError(ExploreError):

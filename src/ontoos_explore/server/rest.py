@@ -48,8 +48,9 @@ def answer_response(answer: Answer, headers: dict[str, str] | None = None) -> JS
     headers = dict(headers or {})
     if status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="ontoos-explore"'
-    if status == 429:
-        headers["Retry-After"] = str(answer.envelope.get("meta", {}).get("retry_after_s") or 1)
+    wait_s = answer.envelope.get("meta", {}).get("retry_after_s")
+    if status == 429 or (status == 503 and wait_s):
+        headers["Retry-After"] = str(wait_s or 1)
     if status in UNREAD_BODY:
         headers["Connection"] = "close"
     return JSONResponse(answer.envelope, status_code=status, headers=headers or None)
