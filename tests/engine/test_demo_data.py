@@ -176,7 +176,7 @@ def test_generated_always_filters_hold_both_values_at_small_scale(demo):
 def test_loaded_schema_matches_the_contract(demo, conn):
     tables = {r[0] for r in conn.execute(
         "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", [demo_data.SCHEMA])}
-    assert tables == {ds.table_name for ds in datasets(demo)} | {"demo_meta"}
+    assert tables == {ds.table_name for ds in datasets(demo)} | {"demo_meta", demo.evidence.table_name}
     for ds in datasets(demo):
         found = conn.execute(
             "SELECT column_name, data_type FROM information_schema.columns"
@@ -185,6 +185,29 @@ def test_loaded_schema_matches_the_contract(demo, conn):
         assert [name for name, _ in found] == list(ds.columns), ds.name
         for name, data_type in found:
             assert data_type in PG_TYPES[ds.columns[name].type], f"{ds.name}.{name}: {data_type}"
+
+
+def test_the_publish_log_has_each_sources_batches_as_the_contract_reads_them(demo, conn):
+    """Every source a dataset names has its batches, the newest published most recently; one source
+    says only when it published, one is past the contract's threshold; hosts has no sources."""
+    from ontoos_explore.contract import PUBLISH_LOG_COLUMNS
+
+    log = demo.evidence
+    columns = [r[0] for r in conn.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s "
+        "ORDER BY ordinal_position", [log.schema_name, log.table_name])]
+    assert columns == list(PUBLISH_LOG_COLUMNS)
+    current = {source: (collected, published, age) for source, collected, published, age in conn.execute(
+        "SELECT DISTINCT ON (source) source, collected_at, published_at, "
+        "extract(epoch FROM now() - coalesce(collected_at, published_at)) FROM lake.publish_log "
+        "ORDER BY source, published_at DESC")}
+    named = {s for ds in datasets(demo) for s in ds.sources}
+    assert named <= set(current) and not demo.dataset("hosts").sources
+    assert [s for s, (collected, _, _) in current.items() if collected is None] == ["registry"]
+    stale = [s for s, (_, _, age) in current.items() if age > log.threshold_s]
+    assert stale == ["cmdb"]
+    per_source = dict(conn.execute("SELECT source, count(*) FROM lake.publish_log GROUP BY source").fetchall())
+    assert set(per_source.values()) == {demo_data.BATCHES}
 
 
 def test_load_counts_the_rows_it_loaded(conn, rows):

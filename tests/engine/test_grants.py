@@ -23,8 +23,23 @@ def privileges(dsn: str, db_role: str) -> set[tuple[str, str, str]]:
 
 
 def expected(contract, role_name: str) -> set[tuple[str, str, str]]:
+    """The guard's allowed set, and the publish log's five columns (every role here reads a dataset
+    with sources: its answers read their evidence as it)."""
     allowed = allowed_for_role(contract, contract.role(role_name))
-    return {(s, t, c) for (s, t), cols in allowed.relations.items() for c in cols}
+    log = {("lake", "publish_log", c) for c in ("source", "batch_id", "collected_at", "published_at", "as_of")}
+    return {(s, t, c) for (s, t), cols in allowed.relations.items() for c in cols} | log
+
+
+def test_a_role_reading_no_dataset_with_sources_gets_nothing_of_the_publish_log(demo):
+    data = yaml.safe_load((ROOT / "contracts" / "demo.yaml").read_text())
+    data["read_sets"]["ops"] = ["hosts"]
+    data["roles"]["ops"] = {"read_sets": ["ops"]}
+    ops = parse_contract(yaml.safe_dump(data), "demo.yaml")
+    statements = [stmt.as_string(None) for role, stmt in grants.role_statements(ops, "p_") if role == "p_ops"]
+    assert not [s for s in statements if "publish_log" in s]
+    assert [s for s in statements if s.startswith("GRANT SELECT")] == [
+        'GRANT SELECT ("cluster", "decommissioned", "host_id", "hostname", "instance_type", "launched_at", '
+        '"memory_gb", "provider", "region", "vcpus") ON "lake"."hosts" TO "p_ops"']
 
 
 def test_script_names_every_role_and_no_secret(demo):

@@ -18,9 +18,11 @@ YAML with file:line locations in `locate.py`; the cross-checks in `checks.py`;
 from __future__ import annotations
 
 from .load import load_contract, parse_contract
-from .models import FANNING, TO_ONE, Cardinality, Column, Contract, Dataset, FilterOp, FilterRule, Relation, Role
+from .models import (FANNING, PUBLISH_LOG_COLUMNS, TO_ONE, Cardinality, Column, Contract, Dataset, Evidence, FilterOp,
+                     FilterRule, Relation, Role)
 
 __all__ = [
-    "FANNING", "TO_ONE", "Cardinality", "Column", "Contract", "Dataset", "FilterOp", "FilterRule", "Relation", "Role",
+    "FANNING", "PUBLISH_LOG_COLUMNS", "TO_ONE", "Cardinality", "Column", "Contract", "Dataset", "Evidence", "FilterOp",
+    "FilterRule", "Relation", "Role",
     "load_contract", "parse_contract",
 ]

@@ -104,6 +104,24 @@ def _check_references(c: Contract, where: _Locator) -> None:
             _check_filter_value(rule, col, path, where)
 
     _check_exists_with(c, where)
+    _check_sources(c, where)
+
+
+def _check_sources(c: Contract, where: _Locator) -> None:
+    """A dataset's `sources` need the contract's `evidence` (the publish log they are read from), and
+    each is a non-empty name, listed once."""
+    for dname, d in c.datasets.items():
+        seen: set[str] = set()
+        for i, source in enumerate(d.sources):
+            path = ("datasets", dname, "sources", i)
+            if c.evidence is None:
+                raise ContractError(where.at(path, f"dataset '{dname}' names sources but the contract has no evidence"),
+                                    hint="declare evidence: {publish_log: schema.table} at the top level")
+            if not source.strip() or len(source) > 200:
+                raise ContractError(where.at(path, "a source is a non-empty name of at most 200 characters"))
+            if source in seen:
+                raise ContractError(where.at(path, f"source '{source}' is listed twice"))
+            seen.add(source)
 
 
 def _check_exists_with(c: Contract, where: _Locator) -> None:

@@ -59,6 +59,9 @@ class Dataset(_Model):
     # to-one relations from this dataset to its parents: a row exists only while its parent row does
     # (joined on the relation's columns, passing the parent's always-filters and its own parents)
     exists_with: tuple[str, ...] = ()
+    # the publish log's `source` values whose batches feed this dataset (none: its freshness is unknown)
+    sources: tuple[str, ...] = ()
+    freshness_threshold_s: int | None = Field(default=None, ge=1)  # else the contract's evidence threshold
     columns: dict[str, Column]
     name: str = Field(default="", exclude=True)
 
@@ -129,6 +132,34 @@ class Role(_Model):
     name: str = Field(default="", exclude=True)
 
 
+class Evidence(_Model):
+    """Where the lake records what it published: one row per published batch, with the columns
+    `source, batch_id, collected_at, published_at, as_of` (a source's current batch: its latest
+    `published_at`); and how old data may be and still be fresh."""
+
+    publish_log: str  # schema.table
+    threshold_s: int = Field(default=129_600, ge=1)
+
+    @field_validator("publish_log")
+    @classmethod
+    def _qualified(cls, v: str) -> str:
+        parts = v.split(".")
+        if len(parts) != 2 or not all(is_identifier(p) for p in parts):
+            raise ValueError(f"'{v}' must be schema.table, two identifiers")
+        return v
+
+    @property
+    def schema_name(self) -> str:
+        return self.publish_log.split(".")[0]
+
+    @property
+    def table_name(self) -> str:
+        return self.publish_log.split(".")[1]
+
+
+PUBLISH_LOG_COLUMNS = ("source", "batch_id", "collected_at", "published_at", "as_of")
+
+
 class Contract(_Model):
     version: Literal[1]
     datasets: dict[str, Dataset]
@@ -137,6 +168,7 @@ class Contract(_Model):
     roles: dict[str, Role]
     # the cost ceiling of an exploration reading a heavy dataset when its role sets no max_cost
     heavy_max_cost: float = Field(default=1_000_000.0, gt=0, allow_inf_nan=False)
+    evidence: Evidence | None = None  # none: answers say their freshness is unknown
 
     # Lookups read `__pydantic_private__` directly: going through BaseModel.__getattr__
     # for a private attribute costs ~1 us, and a compile makes ~40 of them.

@@ -16,6 +16,18 @@ CREATE TABLE lake.demo_meta (
     value text NOT NULL
 );
 
+-- What the lake published: one row per batch of a source (a crawler), its
+-- current batch the one with the latest published_at. collected_at and as_of
+-- are null when the source does not say.
+CREATE TABLE lake.publish_log (
+    source       text NOT NULL,
+    batch_id     text NOT NULL,
+    collected_at timestamptz,
+    published_at timestamptz NOT NULL,
+    as_of        timestamptz,
+    PRIMARY KEY (source, batch_id)
+);
+
 CREATE TABLE lake.gitlab_projects (
     project_id       bigint PRIMARY KEY,
     path             text NOT NULL UNIQUE,
@@ -144,6 +156,8 @@ CREATE TABLE lake.hosts (
 );
 
 -- ontoos:after-load
+
+CREATE INDEX publish_log_current ON lake.publish_log (source, published_at DESC);
 
 -- Foreign keys: every contract relation except cluster_hosts (workloads and
 -- hosts meet on a cluster name, many to many; neither side is a key).

@@ -36,7 +36,7 @@ import psycopg
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 
-GENERATOR_VERSION = 1  # bump whenever the rows generate() returns change shape or content
+GENERATOR_VERSION = 2  # bump whenever the rows generate() returns change shape or content
 SECRET_MARKER = "ONTOOS-SECRET-"
 SCHEMA = "lake"
 AFTER_LOAD = "-- ontoos:after-load"  # splits demo_schema.sql: tables before, keys and indexes after
@@ -862,6 +862,28 @@ def _copy(conn: psycopg.Connection, table: str, columns: Sequence[str], rows: li
             copy.write_row(row)
 
 
+# The publish log, relative to when the demo is loaded (the lake is republished daily; an answer's age
+# is its data's age now): source -> (hours before the load its current batch was collected, or None when
+# the source does not say; hours before the load it was published). cmdb is stale past the demo's
+# 36-hour threshold; registry says only when it published (its freshness is estimated).
+PUBLISHED = {"gitlab": (9, 8), "k8s": (6, 5), "registry": (None, 3), "archiver": (20, 18), "code_scan": (14, 12),
+             "cmdb": (80, 78)}
+BATCHES = 3  # each source's current batch and the two before it, a day apart
+
+
+def publish_log(loaded_at: dt.datetime) -> list[tuple]:
+    """The publish log's rows (source, batch_id, collected_at, published_at, as_of) for a demo loaded at
+    `loaded_at`."""
+    rows = []
+    for source, (collected_h, published_h) in PUBLISHED.items():
+        for day in range(BATCHES):
+            published = loaded_at - dt.timedelta(hours=published_h, days=day)
+            collected = None if collected_h is None else loaded_at - dt.timedelta(hours=collected_h, days=day)
+            batch = f"{published:%Y%m%d_%H%M%S}_{source}"
+            rows.append((source, batch, collected, published, collected))
+    return rows
+
+
 def _meta(scale: float, seed: int, counts: dict[str, int]) -> dict[str, str]:
     return {"generator_version": str(GENERATOR_VERSION), "seed": str(int(seed)), "scale": repr(float(scale)),
             "rows": str(sum(counts.values()))}
@@ -878,8 +900,10 @@ def _load_locked(conn: psycopg.Connection, scale: float, seed: int) -> dict[str,
         conn.execute(constraints)
     counts = {table: len(rows) for table, rows in data.items()}
     _copy(conn, "demo_meta", ("key", "value"), list(_meta(scale, seed, counts).items()))
+    now = dt.datetime.now(UTC).replace(microsecond=0)
+    _copy(conn, "publish_log", ("source", "batch_id", "collected_at", "published_at", "as_of"), publish_log(now))
     conn.execute(sql.SQL("ANALYZE {}").format(
-        sql.SQL(", ").join(sql.Identifier(SCHEMA, t) for t in (*COLUMNS, "demo_meta"))))
+        sql.SQL(", ").join(sql.Identifier(SCHEMA, t) for t in (*COLUMNS, "demo_meta", "publish_log"))))
     return counts
 
 

@@ -2,7 +2,9 @@
 
 One NOLOGIN role per contract role (`<prefix><role>`), granted SELECT on
 exactly the allowed columns of its read sets (readable columns plus the join
-and always-filter columns: the same set the guard allows, from allowed.py).
+and always-filter columns: the same set the guard allows, from allowed.py),
+and on the publish log's columns when a dataset it reads has sources (each
+answer reads its evidence in the same transaction, as that role).
 The executor does `SET LOCAL ROLE` to it in each transaction, so a secret
 column referenced anywhere fails in PostgreSQL itself (42501) even if both
 walls above it failed.
@@ -17,13 +19,14 @@ import psycopg
 from psycopg import sql
 
 from ..allowed import allowed_for_role
-from ..contract import Contract
+from ..contract import PUBLISH_LOG_COLUMNS, Contract
 
 
 def role_statements(contract: Contract, prefix: str) -> list[tuple[str, sql.Composed]]:
     """(database role, statement) pairs: reset, then grant, per contract role."""
     out: list[tuple[str, sql.Composed]] = []
-    schemas = sorted({d.schema_name for d in contract.datasets.values()})
+    schemas = sorted({d.schema_name for d in contract.datasets.values()}
+                     | ({contract.evidence.schema_name} if contract.evidence else set()))
     for role in sorted(contract.roles.values(), key=lambda r: r.name):
         db_role = f"{prefix}{role.name}"
         ident = sql.Identifier(db_role)
@@ -31,10 +34,13 @@ def role_statements(contract: Contract, prefix: str) -> list[tuple[str, sql.Comp
             # revoking the table privilege revokes its column privileges too
             out.append((db_role, sql.SQL("REVOKE ALL ON ALL TABLES IN SCHEMA {} FROM {}").format(sql.Identifier(schema), ident)))
             out.append((db_role, sql.SQL("REVOKE USAGE ON SCHEMA {} FROM {}").format(sql.Identifier(schema), ident)))
-        allowed = allowed_for_role(contract, role)
-        for schema in sorted({s for s, _ in allowed.relations}):
+        relations = dict(allowed_for_role(contract, role).relations)
+        if contract.evidence is not None and any(d.sources for d in contract.readable_datasets(role)):
+            log_table = (contract.evidence.schema_name, contract.evidence.table_name)
+            relations[log_table] = relations.get(log_table, frozenset()) | frozenset(PUBLISH_LOG_COLUMNS)
+        for schema in sorted({s for s, _ in relations}):
             out.append((db_role, sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(schema), ident)))
-        for (schema, table), columns in sorted(allowed.relations.items()):
+        for (schema, table), columns in sorted(relations.items()):
             cols = sql.SQL(", ").join(sql.Identifier(c) for c in sorted(columns))
             out.append((db_role, sql.SQL("GRANT SELECT ({}) ON {} TO {}").format(cols, sql.Identifier(schema, table), ident)))
         # lets a non-superuser login SET ROLE to it
