@@ -31,6 +31,10 @@ noise treat every variant alike):
              JSON-safe reshaping alone
   executor_no_cost  (decomposition) Executor.run with the role's max_cost
              removed: the transaction wrapper without the EXPLAIN round trip
+  executor_no_evidence  (decomposition) Executor.run without the plan's
+             evidence: READ ONLY instead of REPEATABLE READ, no publish-log
+             statement in the pipeline; `evidence_added_ms` is what reading
+             the answer's evidence costs (executor minus this)
   compile    (decomposition) compile_exploration alone, timed in the same rotation
              (CPU caches as cold as they are between database round trips)
   compile_cold (decomposition) compile_exploration(cache=None) alone
@@ -86,7 +90,7 @@ CASES = (
 COLD = ("compile_cold", "explore_cold")  # timed in a rotation of their own, with direct again
 DIRECT = ("direct", "direct_text")  # every ratio is to the faster of the two
 FLOORS = ("explain", "convert")  # parts timed alone: what a variant cannot go below
-VARIANTS = ("direct", "direct_text", "explain", "convert", "executor", "executor_no_cost", "compile", "compile_cold",
+VARIANTS = ("direct", "direct_text", "explain", "convert", "executor", "executor_no_cost", "executor_no_evidence", "compile", "compile_cold",
             "explore", "explore_new_values", "explore_cold", "explore+audit")
 
 
@@ -114,6 +118,7 @@ async def _bench(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES
         for case_id, size, role, text in cases:
             q = compile_exploration(text, contract, role)
             no_cost = dataclasses.replace(q, plan=dataclasses.replace(q.plan, max_cost=None))
+            no_evidence = dataclasses.replace(q, plan=dataclasses.replace(q.plan, evidence=None))
             heavy = any(contract.dataset(d).heavy for d in q.datasets)
             params = list(q.params)
             principal = Principal("bench", role)
@@ -147,6 +152,9 @@ async def _bench(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES
             async def v_executor_no_cost():
                 return len((await executor.run(no_cost)).rows)
 
+            async def v_executor_no_evidence():
+                return len((await executor.run(no_evidence)).rows)
+
             async def v_compile():
                 return len(compile_exploration(text, contract, role).params)
 
@@ -175,6 +183,7 @@ async def _bench(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES
 
             fns = {"direct": v_direct, "direct_text": v_direct_text, "explain": v_explain, "convert": v_convert,
                    "executor": v_executor, "executor_no_cost": v_executor_no_cost,
+                   "executor_no_evidence": v_executor_no_evidence,
                    "compile": v_compile, "compile_cold": v_compile_cold, "explore": v_explore,
                    "explore_new_values": v_explore_new_values, "explore_cold": v_explore_cold, "explore+audit": v_explore_audit}
             counts = {name: await fn() for name, fn in fns.items()}
@@ -216,11 +225,13 @@ async def _bench(contract: Contract, dsn: str, reps: dict[str, int], cases=CASES
                 "cost_checked": q.plan.max_cost is not None, "reps": n, "stats": stats,
                 "overhead_vs_direct": overhead,
                 "audit_added_ms": round(stats["explore+audit"]["p50_ms"] - stats["explore"]["p50_ms"], 3),
+                "evidence_added_ms": round(stats["executor"]["p50_ms"] - stats["executor_no_evidence"]["p50_ms"], 3),
             }
             assert counts["direct"] == expected or counts["direct"] <= q.limit + 1
             log(f"    {case_id:16s} direct p50 {d:7.3f} ms  explore {stats['explore']['p50_ms']:7.3f} ms "
                 f"(x{overhead['explore']['ratio']:.2f}, +{overhead['explore']['added_ms']:.3f} ms)  "
-                f"+audit {stats['explore+audit']['p50_ms']:7.3f} ms  rows {counts['explore']}")
+                f"+audit {stats['explore+audit']['p50_ms']:7.3f} ms  evidence "
+                f"{out[case_id]['evidence_added_ms']:+.3f} ms  rows {counts['explore']}")
     finally:
         await direct.close()
         await explainer.close()

@@ -31,4 +31,5 @@ def test_the_execution_section_runs_against_the_database(pg_dsn, demo):
     assert set(case["stats"]) == {*exec_bench.VARIANTS, "direct@cold", "direct_text@cold"}
     assert case["direct_ms"] == min(case["stats"][v]["p50_ms"] for v in exec_bench.DIRECT)
     assert case["rows"] == 50 and res["audit_events_dropped"] == 0
+    assert case["evidence_added_ms"] == round(case["stats"]["executor"]["p50_ms"] - case["stats"]["executor_no_evidence"]["p50_ms"], 3)
     assert set(res["summary"]) == {"small"}

@@ -17,12 +17,13 @@ from ontoos_explore import compile_exploration
 from ontoos_explore.engine.executor import Executor, open_pool
 from ontoos_explore.engine.settings import Settings
 from ontoos_explore.service import Answer, Explorer
+from tests.envelopes import comparable
 
 pytestmark = pytest.mark.anyio
 
 ASK = "explore workloads fields name, namespace where namespace = 'payments' order by name limit 3"
 META_KEYS = {"exploration_id", "fingerprint", "rows", "truncated", "limit", "elapsed_ms", "masked_columns", "notes",
-             "contract_hash"}
+             "contract_hash", "evidence"}
 
 
 @pytest.fixture
@@ -148,6 +149,4 @@ async def test_the_template_cache_changes_nothing_a_caller_sees(pool, demo):
     cached, uncached = Explorer(demo, Executor(p, settings)), Explorer(demo, Executor(p, settings), cache=None)
     for text in (ASK, ASK.replace("payments", "prod"), "explore workloads fields nme"):
         a, b = await cached.explore(text, "analyst"), await uncached.explore(text, "analyst")
-        strip = lambda env: {**env, "meta": {k: v for k, v in env["meta"].items()  # noqa: E731
-                                             if k not in ("exploration_id", "elapsed_ms")}}
-        assert strip(a.envelope) == strip(b.envelope), text
+        assert comparable(a.envelope) == comparable(b.envelope), text

@@ -10,6 +10,7 @@ logged here with its traceback and answered as INTERNAL_ERROR.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from typing import Any
 
@@ -18,6 +19,7 @@ from .contract import Contract
 from .engine.executor import Executor, Outcome
 from .envelope import Answer, new_id
 from .errors import ExploreError, InternalError
+from .evidence import render
 from .offload import INLINE_SOURCE, off_loop, source_size
 from .pipeline import compile_exploration
 from .templates import TEMPLATES, TemplateCache
@@ -27,7 +29,12 @@ log = logging.getLogger("ontoos_explore.service")
 __all__ = ["Answer", "Explorer", "cost_class", "new_id", "success_envelope", "plan_envelope"]
 
 
-def success_envelope(q: CompiledQuery, out: Outcome, exploration_id: str) -> dict[str, Any]:
+def success_envelope(q: CompiledQuery, out: Outcome, exploration_id: str,
+                     now: dt.datetime | None = None) -> dict[str, Any]:
+    """The answer: its rows, and what they are (meta), their evidence included (`evidence.render`, aged
+    at `now`, by default the clock's)."""
+    evidence = render(q.plan.evidence, out.batches, consistent=out.consistent,
+                      now=now or dt.datetime.now(dt.timezone.utc))
     return {
         "ok": True,
         "data": {"columns": list(q.columns), "rows": out.rows},
@@ -41,6 +48,7 @@ def success_envelope(q: CompiledQuery, out: Outcome, exploration_id: str) -> dic
             "masked_columns": out.masked_columns,
             "notes": list(q.notes),
             "contract_hash": q.contract_hash,
+            "evidence": evidence,
         },
     }
 

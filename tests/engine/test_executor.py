@@ -86,7 +86,7 @@ async def test_success_envelope_shape(explorer):
     env = answer.envelope
     assert env["ok"] is True and set(env) == {"ok", "data", "meta"}
     assert set(env["meta"]) == {"exploration_id", "fingerprint", "rows", "truncated", "limit", "elapsed_ms",
-                                "masked_columns", "notes", "contract_hash"}
+                                "masked_columns", "notes", "contract_hash", "evidence"}
     assert env["meta"]["elapsed_ms"] > 0 and env["meta"]["masked_columns"] == []
 
 

@@ -19,6 +19,7 @@ passes the parent's always-filters (and its own parents, up the chain). Checked 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -164,8 +165,13 @@ def test_the_implied_joins_change_the_sql_only(case):
     """Text, shape, fingerprint, columns, datasets, relations, notes, limit and plan are the contract's
     without exists_with; the SQL only gains joins and filters; the same plan gives the same bytes."""
     q, flat = compile_exploration(case["source"], DEMO, case["role"]), compile_exploration(case["source"], FLAT, case["role"])
-    same = ("normalized", "shape", "fingerprint", "columns", "datasets", "relations", "notes", "limit", "plan", "reads")
+    same = ("normalized", "shape", "fingerprint", "columns", "datasets", "relations", "notes", "limit", "reads")
     assert {k: getattr(q, k) for k in same} == {k: getattr(flat, k) for k in same}
+    # the plan too, but for its evidence: the parents are read, so their sources are the answer's too
+    assert dataclasses.replace(q.plan, evidence=None) == dataclasses.replace(flat.plan, evidence=None)
+    assert set(flat.plan.evidence.sources) <= set(q.plan.evidence.sources)
+    assert q.plan.evidence.sources == tuple(sorted({s for d in (*q.datasets, *q.parents)
+                                                    for s in DEMO.dataset(d).sources}))
     assert q.params[:len(flat.params)] == flat.params and all(not s.caller for s in q.slots[len(flat.slots):])
     assert q.sql.count("INNER JOIN") == flat.sql.count("INNER JOIN") + len(q.parents)
     assert compile_exploration(case["source"], DEMO, case["role"]).sql == q.sql

@@ -39,6 +39,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from tests import serving
 from tests.databases import database_of, new_database
 from tests.serving import SECRET_MARKER, Server, assert_clean, pg_socket_dir
+from tests.envelopes import comparable
 
 ROOT = Path(__file__).resolve().parents[2]
 MODES = ("auto", "legacy")
@@ -223,8 +224,7 @@ def assert_rows(r: Resp) -> dict[str, Any]:
 
 
 def without_ids(env: dict[str, Any]) -> dict[str, Any]:
-    meta = {k: v for k, v in env.get("meta", {}).items() if k not in ("exploration_id", "elapsed_ms")}
-    return {**env, "meta": meta}
+    return comparable(env)
 
 
 # ---------------------------------------------------------------- MCP client

@@ -44,6 +44,7 @@ from ontoos_explore.server.tools import (
 )
 from ontoos_explore.service import Explorer
 from tests import sleepy_lake
+from tests.envelopes import comparable
 
 pytestmark = pytest.mark.anyio
 
@@ -117,7 +118,7 @@ async def asgi(app, method: str, path: str, *, query: str = "", body: bytes = b"
 
 
 def without_ids(env: dict[str, Any]) -> dict[str, Any]:
-    return {**env, "meta": {k: v for k, v in env["meta"].items() if k not in ("exploration_id", "elapsed_ms")}}
+    return comparable(env)
 
 
 # ================================================================ one entry point

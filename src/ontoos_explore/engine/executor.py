@@ -10,6 +10,11 @@ statement can ride along. Results come in text format: PostgreSQL writes
 dates, timestamps and numerics in C, and `rows.json_rows` mostly passes its
 text through (see there).
 
+When the plan has evidence to read (the publish log's sources of the
+datasets read), the transaction is REPEATABLE READ and the current batch of
+each source is read after the query, in the same pipeline: the rows and the
+batches they came from are one snapshot, at no extra round trip.
+
 Where a cost ceiling applies, the planner's estimate for these values
 (`EXPLAIN`, no `ANALYZE`) is asked for first, in the same pipeline; the
 answer is kept per (role, SQL text, values) for `cost_cache_s`, so an
@@ -38,7 +43,9 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..compiler import CompiledQuery
 from ..errors import Codes, ExploreError, InternalError, UpstreamError
+from ..evidence import Batch
 from ..names import quote_list
+from .publish_log import batches, current_batches_sql
 from .rows import json_rows, load_as_text
 from .settings import Settings
 
@@ -46,6 +53,7 @@ log = logging.getLogger("ontoos_explore.engine")
 
 # Static statements; the only variable SQL is the guarded exploration text.
 BEGIN = "BEGIN READ ONLY"
+BEGIN_SNAPSHOT = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"  # the rows and their evidence, one snapshot
 END = "ROLLBACK"
 BUDGET = ("SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true), "
           "set_config('idle_in_transaction_session_timeout', $3, true)")
@@ -79,6 +87,8 @@ class Outcome:
     masked_columns: list[str]
     elapsed_ms: float
     cost: float | None = None  # the planner's estimate of the work (`work`), when it was asked: for the audit
+    batches: list[Batch] | None = None  # the current batch of each source of the plan's evidence (None: not read)
+    consistent: bool = False  # the batches were read in the rows' own snapshot
 
 
 async def open_pool(dsn: str, settings: Settings) -> AsyncConnectionPool:
@@ -195,9 +205,11 @@ class Executor:
             budget.append(self.db_role(q.plan.role))
             sql_budget = BUDGET_AND_ROLE
         params = list(q.params)
+        spec = q.plan.evidence
+        evidence = None if dry_run or spec is None or not spec.sources else conn.cursor()
         control, query = conn.cursor(), conn.cursor()
         async with conn.pipeline():
-            await control.execute(BEGIN)
+            await control.execute(BEGIN if evidence is None else BEGIN_SNAPSHOT)
             await control.execute(sql_budget, budget)
             if estimate is None and (ceiling is not None or dry_run):  # these values' own plan
                 await query.execute(EXPLAIN + q.sql, params)
@@ -211,9 +223,12 @@ class Executor:
                 await control.execute(END)
                 raise cost_budget(q, estimate, ceiling)
             await query.execute(q.sql, params)
+            if evidence is not None:  # after the query, in its snapshot: the batches its rows came from
+                await evidence.execute(current_batches_sql(spec.schema, spec.table), [list(spec.sources)])
             await control.execute(END)
             rows = await query.fetchall()
             oids = [c.type_code for c in query.description]
+            found = None if evidence is None else batches(await evidence.fetchall())
         truncated = len(rows) > q.limit
         masked = q.plan.masked
         return Outcome(
@@ -222,6 +237,8 @@ class Executor:
             masked_columns=[q.columns[i] for i in sorted(masked)],
             elapsed_ms=_ms(started),
             cost=estimate,
+            batches=found,
+            consistent=found is not None,
         )
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from ..contract import Column, Contract, Dataset, FilterRule, Role
+from ..evidence import spec_for
 from ..names import fold
 from ..plan import Plan
 
@@ -70,4 +71,5 @@ def plan_for(contract: Contract, role: Role, datasets: Sequence[Dataset], max_ro
         max_cost=cost_ceiling(contract, role, unique),
         masked=masked_positions(sources),
         cost_hints=tuple((ds.name, hint_columns(contract, ds, contract.scope(role))) for ds in unique),
+        evidence=spec_for(contract, unique),
     )

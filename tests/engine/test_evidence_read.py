@@ -1,0 +1,98 @@
+"""Evidence, read with the rows: every answer names the publish log's current batches of what it read,
+from the rows' own snapshot, on the demo lake's publish log (written when it was loaded)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import psycopg
+import pytest
+
+from ontoos_explore.service import Explorer
+
+from ..conftest import executor_for
+
+pytestmark = pytest.mark.anyio
+
+
+def current(dsn: str) -> dict[str, tuple[str, dt.datetime | None, dt.datetime]]:
+    with psycopg.connect(dsn) as conn:
+        return {s: (b, c, p) for s, b, c, p in conn.execute(
+            "SELECT DISTINCT ON (source) source, batch_id, collected_at, published_at FROM lake.publish_log "
+            "ORDER BY source, published_at DESC")}
+
+
+async def test_an_answer_names_the_batches_it_read_and_how_old_they_are(pg_dsn, demo):
+    log = current(pg_dsn)
+    async with executor_for(pg_dsn, demo) as executor:
+        before = dt.datetime.now(dt.timezone.utc)
+        answer = await Explorer(demo, executor).explore("explore containers fields name limit 3", "viewer")
+        after = dt.datetime.now(dt.timezone.utc)
+    assert answer.ok, answer.envelope
+    ev = answer.envelope["meta"]["evidence"]
+    # containers are k8s's, and exist with their workload (k8s) and its project (gitlab)
+    assert ev["source_batch"] == {"gitlab": log["gitlab"][0], "k8s": log["k8s"][0]}
+    assert ev["consistency"] == "fixed_read" and ev["freshness"]["class"] == "exact"
+    oldest = min(log["gitlab"][1], log["k8s"][1])
+    assert ev["collected_at"] == oldest.isoformat().replace("+00:00", "Z")
+    assert (before - oldest).total_seconds() - 1 <= ev["freshness"]["age_seconds"] <= (after - oldest).total_seconds()
+    assert ev["freshness"]["threshold_seconds"] == 86_400 and ev["freshness"]["fresh"] is True
+
+
+@pytest.mark.parametrize("source, role, expect", [
+    ("explore images fields tag limit 2", "viewer", {"class": "estimated", "fresh": True}),  # registry: publish time only
+    ("explore tables fields table_name limit 2", "analyst", {"class": "exact", "fresh": False}),  # cmdb: stale
+    ("explore hosts fields hostname limit 2", "analyst", {"class": "unknown", "fresh": None}),  # no source
+])
+async def test_each_kind_of_freshness_on_the_demo(pg_dsn, demo, source, role, expect):
+    async with executor_for(pg_dsn, demo) as executor:
+        answer = await Explorer(demo, executor).explore(source, role)
+    assert answer.ok, answer.envelope
+    freshness = answer.envelope["meta"]["evidence"]["freshness"]
+    assert {k: freshness[k] for k in expect} == expect
+    assert answer.envelope["meta"]["evidence"]["consistency"] == ("unverified" if expect["class"] == "unknown"
+                                                                 else "fixed_read")
+
+
+async def test_a_new_batch_is_the_next_answers_and_changes_the_fingerprint(pg_dsn, demo):
+    ask = "explore workloads fields name limit 1"
+    async with executor_for(pg_dsn, demo) as executor:
+        explorer = Explorer(demo, executor)
+        first = (await explorer.explore(ask, "viewer")).envelope["meta"]["evidence"]
+        now = dt.datetime.now(dt.timezone.utc)
+        with psycopg.connect(pg_dsn) as conn:
+            conn.execute("INSERT INTO lake.publish_log VALUES ('k8s', 'test-newest', %s, %s, %s)", [now, now, now])
+        try:
+            second = (await explorer.explore(ask, "viewer")).envelope["meta"]["evidence"]
+        finally:
+            with psycopg.connect(pg_dsn) as conn:
+                conn.execute("DELETE FROM lake.publish_log WHERE batch_id = 'test-newest'")
+    assert second["source_batch"]["k8s"] == "test-newest" != first["source_batch"]["k8s"]
+    assert second["source_batch"]["gitlab"] == first["source_batch"]["gitlab"]
+    assert second["batch_fingerprint"] != first["batch_fingerprint"]
+    # the oldest collection is gitlab's, before and after: k8s's new batch does not make the answer look newer
+    assert second["collected_at"] == first["collected_at"]
+    assert second["freshness"]["age_seconds"] >= first["freshness"]["age_seconds"]
+
+
+async def test_a_named_query_answer_carries_its_evidence_too(pg_dsn, demo, tmp_path):
+    import yaml
+
+    from ontoos_explore.governance.registry import Registry
+    from tests.named_queries import CONFIG_KEYS_FROM, KEPT
+
+    entry = {"id": "config_keys", "title": "Config keys", "status": "approved", "read_sets": ["engineering"],
+             "columns": ["key"], "max_rows": 5, "sql": f"SELECT c.key AS key {CONFIG_KEYS_FROM} WHERE {KEPT.format(n=1)} "
+             "LIMIT 6", "bind": [{"value": False, "type": "boolean"}]}
+    path = tmp_path / "queries.yaml"
+    path.write_text(yaml.safe_dump({"queries": [entry]}))
+    registry = Registry.load(path, demo)
+    assert registry.problems == []
+    log = current(pg_dsn)
+    async with executor_for(pg_dsn, demo) as executor:
+        answer = await registry.run(Explorer(demo, executor), "analyst", "config_keys", {})
+    assert answer.ok, answer.envelope
+    ev = answer.envelope["meta"]["evidence"]
+    # configs are k8s's; their workloads (k8s) and projects (gitlab) are the parents they exist with
+    assert ev["source_batch"] == {"gitlab": log["gitlab"][0], "k8s": log["k8s"][0]}
+    assert ev["consistency"] == "fixed_read" and ev["freshness"]["class"] == "exact"
