@@ -508,3 +508,33 @@ def test_script_demo_and_help(pg_dsn):
     helped = run_script("compile", "--help")
     assert helped.returncode == 0
     assert b"--role" in helped.stdout and b"Traceback" not in helped.stdout + helped.stderr
+
+
+@pytest.mark.parametrize("evidence, says", [
+    ({"collected_at": "2026-12-01T07:43:00Z", "freshness": {"class": "exact", "age_seconds": 32400,
+      "threshold_seconds": 86400, "fresh": True}, "consistency": "fixed_read",
+      "source_batch": {"gitlab": "b1", "k8s": "b2"}},
+     "evidence: collected 2026-12-01T07:43:00Z; 9.0 h old, fresh (threshold 24.0 h); batches gitlab b1, k8s b2 "
+     "(read with the rows)"),
+    ({"collected_at": None, "freshness": {"class": "estimated", "age_seconds": 1800, "threshold_seconds": 129600,
+      "fresh": True, "estimated_from": ["registry"]}, "consistency": "fixed_read", "source_batch": {"registry": "r"}},
+     "evidence: estimated from publish times (no collection time from registry); 30 min old, fresh"),
+    ({"collected_at": "2026-11-28T06:00:00Z", "freshness": {"class": "exact", "age_seconds": 288000,
+      "threshold_seconds": 129600, "fresh": False}, "consistency": "unverified", "source_batch": {"cmdb": "c"}},
+     "80.0 h old, STALE (threshold 36.0 h); batches cmdb c (not read with the rows)"),
+    ({"freshness": {"class": "unknown", "unknown_because": "no source feeds hosts"}},
+     "evidence: freshness unknown (no source feeds hosts)"),
+], ids=["exact", "estimated", "stale", "unknown"])
+def test_an_answers_evidence_reads_as_one_line(evidence, says):
+    from ontoos_explore.cli.common import describe_evidence
+
+    assert says in describe_evidence(evidence)
+
+
+def test_the_demo_shows_each_answers_evidence(capsys, monkeypatch, pg_dsn):
+    monkeypatch.setenv("ONTOOS_DSN", pg_dsn)
+    code, out, _ = run(capsys, "demo")
+    assert code == 0
+    shown = [line.strip() for line in out.splitlines() if line.strip().startswith("evidence: ")]
+    examples = yaml.safe_load(EXAMPLES.read_text(encoding="utf-8"))["examples"]
+    assert len(shown) == len(examples) and any("fresh" in line and "batches" in line for line in shown)

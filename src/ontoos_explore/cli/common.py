@@ -126,7 +126,27 @@ def render_result(env: dict[str, Any]) -> str:
     lines += [f"note: {n}" for n in meta["notes"]]
     if meta["masked_columns"]:
         lines.append("masked: " + ", ".join(meta["masked_columns"]))
+    if meta.get("evidence"):
+        lines.append(describe_evidence(meta["evidence"]))
     return "\n".join(lines)
+
+
+def describe_evidence(ev: dict[str, Any]) -> str:
+    """`meta.evidence` in one line: as of when, how old against the threshold, which batches."""
+    f = ev["freshness"]
+    if f["class"] == "unknown":
+        return f"evidence: freshness unknown ({f.get('unknown_because', 'no evidence')})"
+    verdict = "fresh" if f["fresh"] else "STALE"
+    when = (f"collected {ev['collected_at']}" if f["class"] == "exact"
+            else f"estimated from publish times (no collection time from {', '.join(f.get('estimated_from', []))})")
+    batches = ", ".join(f"{s} {b}" for s, b in ev["source_batch"].items())
+    read = "read with the rows" if ev["consistency"] == "fixed_read" else "not read with the rows"
+    return (f"evidence: {when}; {_hours(f['age_seconds'])} old, {verdict} (threshold {_hours(f['threshold_seconds'])}); "
+            f"batches {batches} ({read})")
+
+
+def _hours(seconds: int) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds // 60} min"
 
 def _registry_file(args) -> Path:
     """The registry file: --queries, else ONTOOS_QUERIES, else queries.yaml (the servers' default too)."""
