@@ -44,7 +44,7 @@ def test_estimated_when_a_source_says_only_when_it_published_and_no_publish_time
     (EvidenceSpec("lake", "publish_log", ("k8s",), 100, unsourced=("hosts",)), [batch("k8s", 1, 1)],
      "no source feeds hosts"),
     (SPEC, [batch("k8s", 1, 1)], "no published batch of gitlab"),
-    (SPEC, None, "the publish log was not read"),
+    (SPEC, None, "the publish log was not read (missing, or not granted to the role)"),
     (None, None, "the contract names no publish log"),
 ], ids=["unsourced", "one-unsourced", "no-batch", "unread", "no-log"])
 def test_unknown_and_unverified_when_evidence_is_missing(spec, batches, why):

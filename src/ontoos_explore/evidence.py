@@ -118,7 +118,7 @@ def _why_unknown(spec: EvidenceSpec | None, missing: list[str], unread: bool) ->
     if spec.unsourced:
         return f"no source feeds {', '.join(spec.unsourced)}"
     if unread:
-        return "the publish log was not read"
+        return "the publish log was not read (missing, or not granted to the role)"
     return f"no published batch of {', '.join(missing)}"
 
 

@@ -96,3 +96,27 @@ async def test_a_named_query_answer_carries_its_evidence_too(pg_dsn, demo, tmp_p
     # configs are k8s's; their workloads (k8s) and projects (gitlab) are the parents they exist with
     assert ev["source_batch"] == {"gitlab": log["gitlab"][0], "k8s": log["k8s"][0]}
     assert ev["consistency"] == "fixed_read" and ev["freshness"]["class"] == "exact"
+
+
+async def test_a_role_not_granted_the_publish_log_answers_with_its_evidence_unknown(pg_dsn, demo, caplog):
+    """`ontoos grants` not run again after the contract named a publish log: the answer still comes,
+    its evidence unread (unknown, unverified), and the log says what to run."""
+    from ontoos_explore.engine import grants
+
+    prefix = "ontoos_nolog_"
+    with psycopg.connect(pg_dsn) as conn:
+        grants.apply(conn, demo, prefix)
+        conn.execute(f'REVOKE SELECT ON lake.publish_log FROM "{prefix}viewer"')
+    try:
+        async with executor_for(pg_dsn, demo, role_prefix=prefix) as executor:
+            answer = await Explorer(demo, executor).explore("explore workloads fields name limit 2", "viewer")
+            again = await Explorer(demo, executor).explore("explore workloads fields name limit 2", "viewer")
+    finally:
+        with psycopg.connect(pg_dsn) as conn:
+            grants.apply(conn, demo, prefix)
+    assert answer.ok and again.ok and len(answer.envelope["data"]["rows"]) == 2
+    ev = answer.envelope["meta"]["evidence"]
+    assert ev["freshness"]["class"] == "unknown" and ev["consistency"] == "unverified" and ev["source_batch"] == {}
+    assert "not granted" in ev["freshness"]["unknown_because"]
+    warned = [r.getMessage() for r in caplog.records if "cannot read the publish log" in r.getMessage()]
+    assert len(warned) == 1 and "run ontoos grants" in warned[0]  # asked once, not per answer

@@ -45,7 +45,7 @@ from ..compiler import CompiledQuery
 from ..errors import Codes, ExploreError, InternalError, UpstreamError
 from ..evidence import Batch
 from ..names import quote_list
-from .publish_log import batches, current_batches_sql
+from .publish_log import batches, current_batches_sql, may_read_log
 from .rows import json_rows, load_as_text
 from .settings import Settings
 
@@ -59,6 +59,7 @@ BUDGET = ("SELECT set_config('statement_timeout', $1, true), set_config('lock_ti
           "set_config('idle_in_transaction_session_timeout', $3, true)")
 BUDGET_AND_ROLE = BUDGET + ", set_config('role', $4, true)"
 EXPLAIN = "EXPLAIN (FORMAT JSON) "  # prefixed to the guarded text, byte for byte
+LOG_CHECK_S = 60.0  # how long a role's answer is kept (grants applied meanwhile are seen within this)
 IDLE_CHECK_S = 1.0  # a connection idle longer than this is checked before use
 
 CONNECT_OPTIONS = " ".join(
@@ -168,9 +169,25 @@ class Executor:
         self.pool = pool
         self.settings = settings
         self.costs = CostCache(settings.cost_cache_s)
+        self._log_readable: dict[tuple[str | None, str, str], tuple[float, bool]] = {}  # -> (checked at, may read)
 
     def db_role(self, role_name: str) -> str:
         return f"{self.settings.role_prefix}{role_name}"
+
+    async def _may_read_log(self, conn, db_role: str | None, spec) -> bool:
+        """Whether `db_role` may read the publish log, asked at most every LOG_CHECK_S per role (one round
+        trip then); a role that may not is logged once a check, and its answers' evidence is unknown."""
+        key = (db_role, spec.schema, spec.table)
+        known = self._log_readable.get(key)
+        if known is not None and time.monotonic() - known[0] < LOG_CHECK_S:
+            return known[1]
+        may = await may_read_log(conn, db_role, spec)
+        self._log_readable[key] = (time.monotonic(), may)
+        if not may:
+            log.warning("%s cannot read the publish log %s.%s (missing, or not granted: run ontoos grants); "
+                        "answers say their freshness is unknown", db_role or "the connecting user", spec.schema,
+                        spec.table)
+        return may
 
     async def run(self, q: CompiledQuery, *, dry_run: bool = False) -> Outcome:
         """Run (or, with dry_run, only plan) one compiled exploration."""
@@ -206,7 +223,10 @@ class Executor:
             sql_budget = BUDGET_AND_ROLE
         params = list(q.params)
         spec = q.plan.evidence
-        evidence = None if dry_run or spec is None or not spec.sources else conn.cursor()
+        reads_log = not dry_run and spec is not None and bool(spec.sources)
+        if reads_log:
+            reads_log = await self._may_read_log(conn, budget[3] if len(budget) > 3 else None, spec)
+        evidence = conn.cursor() if reads_log else None
         control, query = conn.cursor(), conn.cursor()
         async with conn.pipeline():
             await control.execute(BEGIN if evidence is None else BEGIN_SNAPSHOT)

@@ -8,7 +8,10 @@ contract's publish-log name (never from a caller's text), once per table:
 
 `$1` is the sources, a text array. The executor runs it in the exploration's
 own transaction (REPEATABLE READ, so the rows and their evidence come from one
-snapshot), in the same pipeline: no extra round trip.
+snapshot), in the same pipeline: no extra round trip. Whether the role may read
+the log at all (`may_read_log`, a static statement) is asked first, at most
+once a minute per role: a log that is missing or not granted leaves the
+evidence unread rather than failing the answer.
 """
 
 from __future__ import annotations
@@ -17,10 +20,30 @@ import datetime as dt
 import functools
 from collections.abc import Sequence
 
+import psycopg
 from sqlglot import exp
 
 from ..contract import PUBLISH_LOG_COLUMNS
 from ..evidence import Batch
+
+
+# Whether a database role (or, without query roles, the connecting user) may read the publish log's
+# columns: a log that is missing, or not granted (`ontoos grants` not run again), leaves the evidence
+# unread (unknown) rather than failing every answer.
+CAN_READ_LOG = ("SELECT coalesce(bool_and(has_column_privilege(coalesce($1, current_user), "
+                "to_regclass(quote_ident($2) || '.' || quote_ident($3)), c, 'SELECT')), false) "
+                "FROM unnest($4::text[]) AS c")
+
+
+async def may_read_log(conn, role: str | None, spec) -> bool:
+    """Whether `role` (None: the connecting user) may read every column the evidence reads, of a
+    publish log that exists (a log without one of them: no)."""
+    cur = conn.cursor()
+    try:
+        await cur.execute(CAN_READ_LOG, [role, spec.schema, spec.table, list(PUBLISH_LOG_COLUMNS)])
+        return bool((await cur.fetchone())[0])
+    except psycopg.errors.UndefinedColumn:
+        return False
 
 
 @functools.lru_cache(maxsize=64)
