@@ -6,9 +6,9 @@ Lookups are case-insensitive through tables built once per contract (by
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from ..names import fold, is_identifier
 from ..types import ColumnType
@@ -17,6 +17,16 @@ Cardinality = Literal["one_to_one", "many_to_one", "one_to_many", "many_to_many"
 FilterOp = Literal["=", "!=", "<", "<=", ">", ">=", "in", "not in", "is null", "is not null"]
 FANNING = frozenset({"one_to_many", "many_to_many"})
 TO_ONE = frozenset({"many_to_one", "one_to_one"})  # what `exists_with` may follow: joining never repeats a row
+
+
+def _schema_table(v: str) -> str:
+    parts = v.split(".")
+    if len(parts) != 2 or not all(is_identifier(p) for p in parts):
+        raise ValueError(f"'{v}' must be schema.table, two identifiers")
+    return v
+
+
+QualifiedName = Annotated[str, AfterValidator(_schema_table)]  # a table or view: schema.table
 
 
 class _Model(BaseModel):
@@ -51,7 +61,7 @@ class FilterRule(_Model):
 
 
 class Dataset(_Model):
-    relation: str  # physical table or view, schema-qualified
+    relation: QualifiedName  # physical table or view
     description: str = ""
     heavy: bool = False
     max_rows: int | None = Field(default=None, ge=1)
@@ -64,14 +74,6 @@ class Dataset(_Model):
     freshness_threshold_s: int | None = Field(default=None, ge=1)  # else the contract's evidence threshold
     columns: dict[str, Column]
     name: str = Field(default="", exclude=True)
-
-    @field_validator("relation")
-    @classmethod
-    def _qualified(cls, v: str) -> str:
-        parts = v.split(".")
-        if len(parts) != 2 or not all(is_identifier(p) for p in parts):
-            raise ValueError(f"'{v}' must be schema.table, two identifiers")
-        return v
 
     @field_validator("columns")
     @classmethod
@@ -137,16 +139,8 @@ class Evidence(_Model):
     `source, batch_id, collected_at, published_at, as_of` (a source's current batch: its latest
     `published_at`); and how old data may be and still be fresh."""
 
-    publish_log: str  # schema.table
+    publish_log: QualifiedName
     threshold_s: int = Field(default=129_600, ge=1)
-
-    @field_validator("publish_log")
-    @classmethod
-    def _qualified(cls, v: str) -> str:
-        parts = v.split(".")
-        if len(parts) != 2 or not all(is_identifier(p) for p in parts):
-            raise ValueError(f"'{v}' must be schema.table, two identifiers")
-        return v
 
     @property
     def schema_name(self) -> str:
