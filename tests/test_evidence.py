@@ -62,9 +62,10 @@ def test_consistency_is_fixed_read_only_when_read_in_the_rows_snapshot():
 
 def test_the_spec_reads_the_sources_of_the_datasets_and_their_parents_at_the_strictest_threshold():
     demo = load_contract(ROOT / "contracts" / "demo.yaml")
-    containers = spec_for(demo, [demo.dataset("containers")])
+    everything = demo.scope(demo.role("admin"))
+    containers = spec_for(demo, [demo.dataset("containers")], everything)
     # containers exist with their workload (k8s, 24 h) and the workload's project (gitlab)
     assert containers.sources == ("gitlab", "k8s") and containers.threshold_s == 86_400
-    images = spec_for(demo, [demo.dataset("images")])
+    images = spec_for(demo, [demo.dataset("images")], everything)
     assert images.sources == ("archiver", "gitlab", "registry") and images.threshold_s == demo.evidence.threshold_s
-    assert spec_for(demo, [demo.dataset("hosts")]).unsourced == ("hosts",)
+    assert spec_for(demo, [demo.dataset("hosts")], everything).unsourced == ("hosts",)

@@ -8,7 +8,7 @@ The lake records what it published in a publish log (the contract's
 `evidence.publish_log`: one row per batch of a source; a source's current
 batch is its latest `published_at`). An answer's evidence names the current
 batch of every source of every dataset it read (the contract's parents
-included: they decide which rows exist), and its times are the most
+included, those the role may read: they decide which rows exist), and its times are the most
 conservative over them:
 
 - `collected_at`, `published_at`, `as_of`: the oldest of each; `collected_at`
@@ -61,9 +61,11 @@ class Batch:
     as_of: dt.datetime | None
 
 
-def spec_for(contract: Contract, datasets: Iterable[Dataset]) -> EvidenceSpec | None:
-    """The evidence of a query reading `datasets` and, up each `exists_with` chain, their parents; None
-    when the contract has no publish log."""
+def spec_for(contract: Contract, datasets: Iterable[Dataset], scope: frozenset[str]) -> EvidenceSpec | None:
+    """The evidence of a query reading `datasets` and, up each `exists_with` chain, their parents that
+    are in `scope` (folded names the role may read: a parent outside it is answered as a dataset that
+    does not exist, so nothing of it, its sources, threshold or name, shows); None when the contract has
+    no publish log."""
     log = contract.evidence
     if log is None:
         return None
@@ -73,7 +75,8 @@ def spec_for(contract: Contract, datasets: Iterable[Dataset]) -> EvidenceSpec | 
         ds = todo.pop()
         if fold(ds.name) not in read:
             read[fold(ds.name)] = ds
-            todo.extend(contract.dataset(r.to) for r in contract.parents_of(ds.name))
+            todo.extend(parent for r in contract.parents_of(ds.name)
+                        if fold((parent := contract.dataset(r.to)).name) in scope)
     sources = tuple(sorted({s for ds in read.values() for s in ds.sources}))
     threshold = min((ds.freshness_threshold_s or log.threshold_s for ds in read.values()), default=log.threshold_s)
     unsourced = tuple(sorted(ds.name for ds in read.values() if not ds.sources))

@@ -4,13 +4,14 @@ from the rows' own snapshot, on the demo lake's publish log (written when it was
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import psycopg
 import pytest
 
 from ontoos_explore.service import Explorer
 
-from ..conftest import executor_for
+from ..conftest import ROOT, executor_for
 
 pytestmark = pytest.mark.anyio
 
@@ -120,3 +121,60 @@ async def test_a_role_not_granted_the_publish_log_answers_with_its_evidence_unkn
     assert "not granted" in ev["freshness"]["unknown_because"]
     warned = [r.getMessage() for r in caplog.records if "cannot read the publish log" in r.getMessage()]
     assert len(warned) == 1 and "run ontoos grants" in warned[0]  # asked once, not per answer
+
+
+async def test_a_grant_revoked_after_the_check_costs_no_answer(pg_dsn, demo, caplog):
+    """The log was readable when checked, then its grant went: the answer is asked again without it."""
+    from ontoos_explore.engine import grants
+
+    prefix = "ontoos_lost_"
+    with psycopg.connect(pg_dsn) as conn:
+        grants.apply(conn, demo, prefix)
+    try:
+        async with executor_for(pg_dsn, demo, role_prefix=prefix) as executor:
+            explorer = Explorer(demo, executor)
+            first = await explorer.explore("explore workloads fields name limit 2", "viewer")
+            with psycopg.connect(pg_dsn) as conn:
+                conn.execute(f'REVOKE SELECT ON lake.publish_log FROM "{prefix}viewer"')
+            second = await explorer.explore("explore workloads fields name limit 2", "viewer")
+            # the query's own privileges still hold: a real denial is no lost log, and fails as it should
+            with psycopg.connect(pg_dsn) as conn:
+                conn.execute(f'REVOKE SELECT ON lake.k8s_workloads FROM "{prefix}viewer"')
+            denied = await explorer.explore("explore workloads fields name limit 2", "viewer")
+    finally:
+        with psycopg.connect(pg_dsn) as conn:
+            grants.apply(conn, demo, prefix)
+    assert first.envelope["meta"]["evidence"]["consistency"] == "fixed_read"
+    assert second.ok and second.envelope["data"]["rows"] == first.envelope["data"]["rows"]
+    assert second.envelope["meta"]["evidence"]["freshness"]["class"] == "unknown"
+    assert any("could not be read" in r.getMessage() for r in caplog.records)
+    assert not denied.ok and denied.error.code == "EX904" and "publish_log" not in json.dumps(denied.envelope)
+
+
+def test_a_parent_outside_the_read_sets_gives_the_evidence_nothing():
+    """crew reads containers and images, not their parents: their sources and names stay out."""
+    import copy
+
+    import yaml
+
+    from ontoos_explore.contract import parse_contract
+    from ontoos_explore.evidence import spec_for
+
+    data = yaml.safe_load((ROOT / "contracts" / "demo.yaml").read_text())
+    data = copy.deepcopy(data)
+    data["read_sets"]["crew"] = ["containers", "images"]
+    data["roles"]["crew"] = {"read_sets": ["crew"]}
+    crew = parse_contract(yaml.safe_dump(data), "crew.yaml")
+    scope = crew.scope(crew.role("crew"))
+    assert spec_for(crew, [crew.dataset("containers")], scope).sources == ("k8s",)  # not workloads' k8s, projects' gitlab
+    assert spec_for(crew, [crew.dataset("images")], scope).sources == ("registry",)
+    assert spec_for(crew, [crew.dataset("containers")], scope).threshold_s == crew.evidence.threshold_s  # not workloads' 24 h
+
+
+def test_publish_log_text_that_is_no_point_in_time_is_unknown_not_a_failure():
+    from ontoos_explore.engine.publish_log import batches
+
+    rows = [("a", "1", "infinity", "2026-12-01 10:00:00+00", None), ("b", "2", None, "infinity", None),
+            ("c", "3", "2026-12-01 09:00:00", "2026-12-01 10:00:00", None)]
+    found = batches(rows)
+    assert [(b.source, b.collected_at) for b in found] == [("a", None)]  # b and c have no published time it can age

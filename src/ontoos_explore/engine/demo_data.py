@@ -36,6 +36,8 @@ import psycopg
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 
+from ..contract import PUBLISH_LOG_COLUMNS
+
 GENERATOR_VERSION = 2  # bump whenever the rows generate() returns change shape or content
 SECRET_MARKER = "ONTOOS-SECRET-"
 SCHEMA = "lake"
@@ -884,6 +886,12 @@ def publish_log(loaded_at: dt.datetime) -> list[tuple]:
     return rows
 
 
+def _write_publish_log(conn: psycopg.Connection) -> None:
+    """The publish log as of now (replacing what it held): a demo kept for days keeps hours-old batches."""
+    conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(SCHEMA, "publish_log")))
+    _copy(conn, "publish_log", PUBLISH_LOG_COLUMNS, publish_log(dt.datetime.now(UTC).replace(microsecond=0)))
+
+
 def _meta(scale: float, seed: int, counts: dict[str, int]) -> dict[str, str]:
     return {"generator_version": str(GENERATOR_VERSION), "seed": str(int(seed)), "scale": repr(float(scale)),
             "rows": str(sum(counts.values()))}
@@ -900,8 +908,7 @@ def _load_locked(conn: psycopg.Connection, scale: float, seed: int) -> dict[str,
         conn.execute(constraints)
     counts = {table: len(rows) for table, rows in data.items()}
     _copy(conn, "demo_meta", ("key", "value"), list(_meta(scale, seed, counts).items()))
-    now = dt.datetime.now(UTC).replace(microsecond=0)
-    _copy(conn, "publish_log", ("source", "batch_id", "collected_at", "published_at", "as_of"), publish_log(now))
+    _write_publish_log(conn)
     conn.execute(sql.SQL("ANALYZE {}").format(
         sql.SQL(", ").join(sql.Identifier(SCHEMA, t) for t in (*COLUMNS, "demo_meta", "publish_log"))))
     return counts
@@ -947,11 +954,13 @@ def _current(meta: dict[str, str] | None, scale: float, seed: int) -> bool:
 
 
 def ensure(conn: psycopg.Connection, scale: float = 1.0, seed: int = 7) -> bool:
-    """Load the demo unless this very one (version, seed, scale) is loaded; True if it loaded."""
+    """Load the demo unless this very one (version, seed, scale) is loaded (then only its publish log is
+    written again, as of now); True if it loaded."""
     with conn.transaction():
         # check under the lock: a loader that started first finishes before we look
         conn.execute(LOCK_SQL)
         if _current(loaded(conn), scale, seed):
+            _write_publish_log(conn)  # the rows stay; what was published is as of this start
             did_load = False
         else:
             _load_locked(conn, scale, seed)

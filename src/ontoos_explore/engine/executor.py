@@ -51,7 +51,8 @@ from .settings import Settings
 
 log = logging.getLogger("ontoos_explore.engine")
 
-# Static statements; the only variable SQL is the guarded exploration text.
+# Static statements. The variable SQL is the guarded exploration text, and the publish-log statement
+# of its evidence (engine/publish_log.py: a sqlglot tree of the contract's names, never a caller's text).
 BEGIN = "BEGIN READ ONLY"
 BEGIN_SNAPSHOT = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"  # the rows and their evidence, one snapshot
 END = "ROLLBACK"
@@ -211,7 +212,27 @@ class Executor:
         except TimeoutError:  # the client's deadline: PostgreSQL did not answer STATEMENT_TIMEOUT in time
             raise time_budget(q, "CLIENT_DEADLINE") from None
         except (psycopg.Error, PoolTimeout) as e:
+            if self._log_lost(q, e):  # the publish log went (or its grant) since it was checked: once more, without
+                return await self.run(q, dry_run=dry_run)
             raise translate(e, q) from None
+
+    def _log_lost(self, q: CompiledQuery, e: BaseException) -> bool:
+        """Whether `e` may be the publish log's read failing (its table or grant gone since the last check,
+        which said it could be read): then the log is taken as unreadable, and the answer is asked again
+        without it. Were it the query's own failure, that answer fails as this one would have."""
+        spec = q.plan.evidence
+        if spec is None or not isinstance(e, (pgerr.InsufficientPrivilege, pgerr.UndefinedTable, pgerr.UndefinedColumn)):
+            return False
+        key = (self._query_role(q), spec.schema, spec.table)
+        if not self._log_readable.get(key, (0.0, False))[1]:
+            return False
+        self._log_readable[key] = (time.monotonic(), False)
+        log.warning("the publish log %s.%s could not be read (dropped, or its grant revoked); answers say their "
+                    "freshness is unknown", spec.schema, spec.table)
+        return True
+
+    def _query_role(self, q: CompiledQuery) -> str | None:
+        return self.db_role(q.plan.role) if self.settings.query_roles else None
 
     async def _transaction(self, conn, q: CompiledQuery, dry_run: bool, started: float,
                            ceiling: float | None, estimate) -> Outcome:
@@ -225,7 +246,7 @@ class Executor:
         spec = q.plan.evidence
         reads_log = not dry_run and spec is not None and bool(spec.sources)
         if reads_log:
-            reads_log = await self._may_read_log(conn, budget[3] if len(budget) > 3 else None, spec)
+            reads_log = await self._may_read_log(conn, self._query_role(q), spec)
         evidence = conn.cursor() if reads_log else None
         control, query = conn.cursor(), conn.cursor()
         async with conn.pipeline():

@@ -63,11 +63,20 @@ def current_batches_sql(schema: str, table: str) -> str:
 
 def batches(rows: Sequence[Sequence[str | None]]) -> list[Batch]:
     """The statement's rows (PostgreSQL's text: timestamptz as 'YYYY-MM-DD hh:mm:ss[.ffffff]+00') as
-    `Batch`es; a row without a published_at is no current batch."""
+    `Batch`es; a row without a published_at it can read is no current batch (its source's evidence is
+    then unknown)."""
     return [Batch(source, batch_id, _time(collected), published, _time(as_of))
             for source, batch_id, collected, published_text, as_of in rows
             if (published := _time(published_text)) is not None]
 
 
 def _time(text: str | None) -> dt.datetime | None:
-    return None if text is None else dt.datetime.fromisoformat(text)
+    """A timestamptz's text as an aware datetime; None for null, and for what is no point in time
+    Python can age ('infinity', a BC date, a column without a time zone): unknown, never a failure."""
+    if text is None:
+        return None
+    try:
+        t = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return t if t.tzinfo is not None else None

@@ -71,5 +71,5 @@ def plan_for(contract: Contract, role: Role, datasets: Sequence[Dataset], max_ro
         max_cost=cost_ceiling(contract, role, unique),
         masked=masked_positions(sources),
         cost_hints=tuple((ds.name, hint_columns(contract, ds, contract.scope(role))) for ds in unique),
-        evidence=spec_for(contract, unique),
+        evidence=spec_for(contract, unique, contract.scope(role)),
     )

@@ -42,8 +42,9 @@ Pinned = Callable[[int], Any]
 def contract_violations(verdict: Verdict, contract: Contract, read_sets: Iterable[str],
                         pinned: Pinned) -> list[Violation]:
     """The contract's rules on guarded SQL, one `Violation` a problem: `HiddenColumn` for a column
-    callers may not read outside WHERE and JOIN ... ON, `AlwaysFilter` for an always-filter that
-    does not hold for every row. `pinned(n)`: what `$n` is bound to."""
+    callers may not read outside WHERE and JOIN ... ON (or there tested against a caller's value),
+    `AlwaysFilter` for an always-filter that does not hold for every row, `ParentJoin` for a child read
+    without its parents. `pinned(n)`: what `$n` is bound to."""
     tables = _tables(contract, read_sets)
     with_parents = _with_parents(contract, tables)
     return [*_unreadable_placed(verdict, tables), *_unreadable_compared(verdict, contract, tables, with_parents, pinned),

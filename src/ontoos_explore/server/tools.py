@@ -306,8 +306,12 @@ class Tools:
             return None
 
     def _queue(self, event: Any) -> None:
-        if event is not None:
+        if event is None:
+            return
+        try:
             self.audit.record(event)  # its text is made storable (NUL, lone surrogates) as it is written
+        except Exception:  # the audit must never break an answer
+            logging.getLogger("ontoos_explore.audit").exception("could not record an event")
 
     # ------------------------------------------------------------ running one
 
