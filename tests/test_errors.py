@@ -54,7 +54,7 @@ def test_every_row_says_how_each_surface_answers_it():
 
 def test_code_ranges_follow_the_stage():
     ranges = {"EX1": VALIDATION, "EX2": VALIDATION, "EX3": VALIDATION, "EX4": POLICY, "EX5": AUTH, "EX6": NETWORK,
-              "EX9": INTERNAL}
+              "EX7": POLICY, "EX9": INTERNAL}
     for c in all_codes():
         assert c.type == ranges[c.code[:3]], c
     assert {c.subtype for c in all_codes() if c.code.startswith("EX4")} == {"QUERY_BUDGET_EXCEEDED"}

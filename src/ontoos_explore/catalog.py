@@ -12,11 +12,15 @@ from __future__ import annotations
 from typing import Any
 
 from .contract import Contract, Dataset, Role
+from .drift.compare import Drift
 from .ir import Name
 from .errors import BindError, Codes, InputError
 from .names import fold, is_identifier
 from .pipeline import resolve_role
 from .policy.scope import Binding
+
+
+NO_DRIFT = Drift()
 
 
 def row_cap(role: Role, ds: Dataset) -> int:
@@ -38,7 +42,12 @@ def role_budget(role: Role) -> dict[str, Any]:
     return budget
 
 
-def list_datasets(contract: Contract, role: str | Role) -> dict[str, Any]:
+def status(why: str | None) -> dict[str, str]:
+    """`status`: ok, or degraded with the reason (drift: the database no longer has it as described)."""
+    return {"status": "ok"} if why is None else {"status": "degraded", "reason": why}
+
+
+def list_datasets(contract: Contract, role: str | Role, drift: Drift = NO_DRIFT) -> dict[str, Any]:
     r = resolve_role(contract, role)
     return {
         "role": r.name,
@@ -49,15 +58,16 @@ def list_datasets(contract: Contract, role: str | Role) -> dict[str, Any]:
                 "description": ds.description,
                 "heavy": ds.heavy,
                 "max_rows": row_cap(r, ds),
+                **status(drift.dataset(ds.name)),
             }
             for ds in sorted(contract.readable_datasets(r), key=lambda d: d.name)
         ],
     }
 
 
-def describe_dataset(contract: Contract, role: str | Role, name: str) -> dict[str, Any]:
-    """One readable dataset: columns, relations that start there, limits. Raises
-    the same UNKNOWN_DATASET as exploring an unreadable dataset."""
+def describe_dataset(contract: Contract, role: str | Role, name: str, drift: Drift = NO_DRIFT) -> dict[str, Any]:
+    """One readable dataset: columns, relations that start there, limits, and what drift made
+    unavailable. Raises the same UNKNOWN_DATASET as exploring an unreadable dataset."""
     r = resolve_role(contract, role)
     if not is_identifier(name):
         raise InputError(Codes.INVALID_NAME, "a dataset name must be an identifier",
@@ -74,6 +84,7 @@ def describe_dataset(contract: Contract, role: str | Role, name: str) -> dict[st
             "to": rel.to,
             "cardinality": rel.cardinality,
             **({"note": rel.note} if rel.note else {}),
+            **status(drift.relation(rel.name)),
         }
         for rel in contract.relations_from(ds.name)
         if fold(rel.to) in scope
@@ -85,6 +96,7 @@ def describe_dataset(contract: Contract, role: str | Role, name: str) -> dict[st
             col["description"] = c.description
         if c.values:
             col["values"] = list(c.values)
+        col.update(status(drift.column(ds.name, c.name)))
         columns.append(col)
     return {
         "name": ds.name,
@@ -93,6 +105,7 @@ def describe_dataset(contract: Contract, role: str | Role, name: str) -> dict[st
         # rows are pre-filtered by the contract (its own always_filter, or its parents': exists_with); how is not shown
         "filtered": bool(ds.always_filter or ds.exists_with),
         "max_rows": row_cap(r, ds),
+        **status(drift.dataset(ds.name)),
         "columns": columns,
         "relations": relations,
         "budget": role_budget(r),

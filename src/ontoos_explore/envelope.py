@@ -14,6 +14,7 @@ transport's own refusal, `answer.exit` on the CLI.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,23 @@ if TYPE_CHECKING:
     from .ir import Exploration
 
 MAX_MESSAGE = 500  # characters of an error message shown; a longer one echoes far too much input
+
+# What the process tells every client in every envelope (`_notice`: min_cli_version, schema_drift,
+# contract_hash), from the service running in it (`install_notice`); none installed: no `_notice`.
+_notice: Callable[[], dict[str, Any]] | None = None
+
+
+def install_notice(provider: Callable[[], dict[str, Any]] | None) -> Callable[[], dict[str, Any]] | None:
+    """Make `provider()` the `_notice` of every envelope made from now on; returns the one it replaces."""
+    global _notice
+    previous, _notice = _notice, provider
+    return previous
+
+
+def _stamped(envelope: dict[str, Any]) -> dict[str, Any]:
+    if _notice is not None:
+        envelope["_notice"] = _notice()
+    return envelope
 
 
 def new_id() -> str:
@@ -108,12 +126,12 @@ class Answer:
     @classmethod
     def success(cls, envelope: dict[str, Any], compiled: CompiledQuery | None = None,
                 exploration: Exploration | None = None, cost: float | None = None) -> Answer:
-        return cls(envelope, compiled, None, exploration, cost)
+        return cls(_stamped(envelope), compiled, None, exploration, cost)
 
     @classmethod
     def refusal(cls, error: ExploreError, compiled: CompiledQuery | None = None,
                 exploration: Exploration | None = None, **meta: Any) -> Answer:
         """The error envelope, made presentable; `meta` adds exploration_id, contract_hash, ..."""
-        return cls(presentable(error.to_envelope(**meta)), compiled, error,
+        return cls(_stamped(presentable(error.to_envelope(**meta))), compiled, error,
                    exploration if exploration is not None else getattr(error, "exploration", None),
                    (error.detail or {}).get("cost"))

@@ -14,10 +14,13 @@ from collections.abc import AsyncIterator
 
 import psycopg
 
+from . import drift
 from .contract import Contract
+from .drift import LakeState
 from .engine import embedded, grants
 from .engine.executor import Executor, open_pool
 from .engine.settings import Settings
+from .envelope import install_notice
 from .errors import Codes, ExploreError, UpstreamError
 from .service import Explorer
 
@@ -66,9 +69,17 @@ def resolve_dsn(settings: Settings, contract: Contract, *, load_demo: bool = Tru
 
 
 @contextlib.asynccontextmanager
-async def open_explorer(contract: Contract, settings: Settings, dsn: str) -> AsyncIterator[Explorer]:
+async def open_explorer(contract: Contract, settings: Settings, dsn: str, *,
+                        compare: bool = True) -> AsyncIterator[Explorer]:
+    """An Explorer on a pool of `dsn`, the contract compared with the database first (`compare`: what
+    drifted is refused clearly), its `_notice` on every envelope made meanwhile."""
     pool = await open_pool(dsn, settings)
+    lake = LakeState(contract, settings.min_cli_version)
+    previous = install_notice(lambda: lake.notice)
     try:
-        yield Explorer(contract, Executor(pool, settings))
+        if compare:
+            lake.update(await drift.check(pool, contract, settings))
+        yield Explorer(contract, Executor(pool, settings), lake=lake)
     finally:
+        install_notice(previous)
         await pool.close()

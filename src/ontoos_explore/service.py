@@ -16,12 +16,14 @@ from typing import Any
 
 from .compiler import CompiledQuery
 from .contract import Contract
+from .drift.state import LakeState
 from .engine.executor import Executor, Outcome
 from .envelope import Answer, new_id
 from .errors import ExploreError, InternalError
 from .evidence import render
 from .offload import INLINE_SOURCE, off_loop, source_size
 from .pipeline import compile_exploration
+from .require import Require, check, split
 from .templates import TEMPLATES, TemplateCache
 
 log = logging.getLogger("ontoos_explore.service")
@@ -65,8 +67,11 @@ def cost_class(cost: float | None, ceiling: float | None) -> str:
     return next((name for bound, name in COST_CLASSES if cost <= bound * ceiling), "over")
 
 
-def plan_envelope(q: CompiledQuery, out: Outcome, exploration_id: str) -> dict[str, Any]:
-    """A dry run: what would be read, by contract name, and what it would cost."""
+def plan_envelope(q: CompiledQuery, out: Outcome, exploration_id: str,
+                  now: dt.datetime | None = None) -> dict[str, Any]:
+    """A dry run: what would be read, by contract name, what it would cost, and the evidence it would carry."""
+    evidence = render(q.plan.evidence, out.batches, consistent=out.consistent,
+                      now=now or dt.datetime.now(dt.timezone.utc))
     return {
         "ok": True,
         "data": {
@@ -87,37 +92,56 @@ def plan_envelope(q: CompiledQuery, out: Outcome, exploration_id: str) -> dict[s
             "dry_run": True,
             "notes": list(q.notes),
             "contract_hash": q.contract_hash,
+            "evidence": evidence,
         },
     }
 
 
 class Explorer:
-    def __init__(self, contract: Contract, executor: Executor, cache: TemplateCache | None = TEMPLATES) -> None:
+    def __init__(self, contract: Contract, executor: Executor, cache: TemplateCache | None = TEMPLATES,
+                 lake: LakeState | None = None) -> None:
         self.contract = contract
         self.executor = executor
         self.cache = cache  # the template cache (None: every text takes the whole compile path)
+        self.lake = lake if lake is not None else LakeState(contract)  # drift: what is unavailable
 
-    async def explore(self, source: Any, role: str, *, dry_run: bool = False) -> Answer:
+    async def explore(self, source: Any, role: str, *, dry_run: bool = False, require: Require | None = None) -> Answer:
+        """One exploration; `require` (or the JSON form's `require` key) is what its evidence must show."""
+        exploration_id = new_id()
+        try:
+            source, asked = split(source)
+        except ExploreError as e:
+            return Answer.refusal(e, exploration_id=exploration_id, contract_hash=self.contract.hash)
         offload = source_size(source) > INLINE_SOURCE
         return await self._answer(lambda: compile_exploration(source, self.contract, role, self.cache), dry_run,
-                                  offload)
+                                  offload, require or asked, exploration_id)
 
-    async def run_compiled(self, compiled: CompiledQuery) -> Answer:
+    async def run_compiled(self, compiled: CompiledQuery, require: Require | None = None) -> Answer:
         """Run SQL compiled (and guarded) elsewhere: a named query."""
-        return await self._answer(lambda: compiled, False)
+        return await self._answer(lambda: compiled, False, require=require)
 
-    async def _answer(self, compile_, dry_run: bool, offload: bool = False) -> Answer:
+    async def _answer(self, compile_, dry_run: bool, offload: bool = False, require: Require | None = None,
+                      exploration_id: str | None = None) -> Answer:
         """`offload`: compile on a worker thread (a large source), the event loop free meanwhile; the same
-        result and the same exceptions as inline (the template cache is thread-safe)."""
-        exploration_id = new_id()
+        result and the same exceptions as inline (the template cache is thread-safe). An answer whose
+        evidence cannot meet `require` is refused, its rows dropped, its evidence kept."""
+        exploration_id = exploration_id or new_id()
         compiled = None
+        evidence = None
         try:
             compiled = await off_loop(compile_) if offload else compile_()
+            unavailable = self.lake.refusal(compiled)
+            if unavailable is not None:
+                raise unavailable
             out = await self.executor.run(compiled, dry_run=dry_run)
             render = plan_envelope if dry_run else success_envelope
-            return Answer.success(render(compiled, out, exploration_id), compiled, cost=out.cost)
+            envelope = render(compiled, out, exploration_id)
+            evidence = envelope["meta"].get("evidence")
+            check(require, evidence)
+            return Answer.success(envelope, compiled, cost=out.cost)
         except ExploreError as e:
-            return Answer.refusal(e, compiled, exploration_id=exploration_id, contract_hash=self.contract.hash)
+            return Answer.refusal(e, compiled, exploration_id=exploration_id, contract_hash=self.contract.hash,
+                                  evidence=evidence)
         except Exception:
             log.exception("exploration %s failed unexpectedly", exploration_id)
             return Answer.refusal(InternalError(reason="UNEXPECTED"), compiled, exploration_id=exploration_id,

@@ -141,6 +141,7 @@ _CONNINFO = re.compile(r"\s*(postgres(ql)?://\S*|([A-Za-z_]+\s*=\s*('([^'\\]|\\.
 DSN = _name(_CONNINFO.pattern, "a PostgreSQL connection string",
             "postgresql://user@host:5432/dbname, or key=value pairs: host=/run/postgresql dbname=lake")
 ROLE_PREFIX = _name(r"[A-Za-z_][A-Za-z0-9_]{0,31}", "letters, digits and _, at most 32, not starting with a digit")
+VERSION = _name(r"[0-9]+(\.[0-9]+){0,3}", "a version: numbers separated by dots", "0.2.0")
 ROLE = Kind("a role of the contract (checked there: EX501 names the roles)", str)  # who asks: the contract's to judge
 
 
@@ -178,6 +179,12 @@ class Setting:
         return SettingError(f"{shown} is not a valid setting{why}",
                             hint=f"{source} takes {self.kind.takes}{example} ({self.help}); "
                                  f"unset it for the default ({self.default_text()})")
+
+
+def _own_version() -> str:
+    from . import __version__
+
+    return __version__
 
 
 def _cache_dir() -> Path:
@@ -218,6 +225,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("queries", "ONTOOS_QUERIES", Path("queries.yaml"), NEW_FILE,
             "the named-query registry, for the CLI and the servers alike; a missing file: no named queries",
             flag="--queries"),
+    Setting("drift_interval_s", "ONTOOS_DRIFT_INTERVAL", 300.0, number(0, low_ok=True),
+            "servers compare the contract with the database every this many seconds (0: only at start and on "
+            "NOTIFY ontoos_reload)"),
+    Setting("min_cli_version", "ONTOOS_MIN_CLI_VERSION", None, VERSION,
+            "the oldest CLI this server's answers expect (_notice.min_cli_version); an older one warns",
+            shown_default="this version", computed=_own_version),
     Setting("promote_uses", "ONTOOS_PROMOTE_USES", 5, integer(1), "promotion candidates: answered at least this often"),
     Setting("promote_principals", "ONTOOS_PROMOTE_PRINCIPALS", 2, integer(1), "... by at least this many principals"),
     Setting("promote_days", "ONTOOS_PROMOTE_DAYS", 14, integer(1, 3650), "... within this many days"),
@@ -256,6 +269,8 @@ class Settings:
     header_timeout_s: float = _D["header_timeout_s"]
     connections_per_client: int = _D["connections_per_client"]
     queries: Path | None = _D["queries"]
+    drift_interval_s: float = _D["drift_interval_s"]
+    min_cli_version: str | None = _D["min_cli_version"]
     promote_uses: int = _D["promote_uses"]
     promote_principals: int = _D["promote_principals"]
     promote_days: int = _D["promote_days"]

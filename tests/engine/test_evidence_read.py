@@ -9,6 +9,7 @@ import json
 import psycopg
 import pytest
 
+from ontoos_explore.require import Require
 from ontoos_explore.service import Explorer
 
 from ..conftest import ROOT, executor_for
@@ -21,6 +22,23 @@ def current(dsn: str) -> dict[str, tuple[str, dt.datetime | None, dt.datetime]]:
         return {s: (b, c, p) for s, b, c, p in conn.execute(
             "SELECT DISTINCT ON (source) source, batch_id, collected_at, published_at FROM lake.publish_log "
             "ORDER BY source, published_at DESC")}
+
+
+def config_keys(tmp_path, demo):
+    """A registry of one approved named query reading configs (k8s's, under workloads and projects)."""
+    import yaml
+
+    from ontoos_explore.governance.registry import Registry
+    from tests.named_queries import CONFIG_KEYS_FROM, KEPT
+
+    entry = {"id": "config_keys", "title": "Config keys", "status": "approved", "read_sets": ["engineering"],
+             "columns": ["key"], "max_rows": 5, "sql": f"SELECT c.key AS key {CONFIG_KEYS_FROM} WHERE {KEPT.format(n=1)} "
+             "LIMIT 6", "bind": [{"value": False, "type": "boolean"}]}
+    path = tmp_path / "queries.yaml"
+    path.write_text(yaml.safe_dump({"queries": [entry]}))
+    registry = Registry.load(path, demo)
+    assert registry.problems == []
+    return registry
 
 
 async def test_an_answer_names_the_batches_it_read_and_how_old_they_are(pg_dsn, demo):
@@ -77,18 +95,7 @@ async def test_a_new_batch_is_the_next_answers_and_changes_the_fingerprint(pg_ds
 
 
 async def test_a_named_query_answer_carries_its_evidence_too(pg_dsn, demo, tmp_path):
-    import yaml
-
-    from ontoos_explore.governance.registry import Registry
-    from tests.named_queries import CONFIG_KEYS_FROM, KEPT
-
-    entry = {"id": "config_keys", "title": "Config keys", "status": "approved", "read_sets": ["engineering"],
-             "columns": ["key"], "max_rows": 5, "sql": f"SELECT c.key AS key {CONFIG_KEYS_FROM} WHERE {KEPT.format(n=1)} "
-             "LIMIT 6", "bind": [{"value": False, "type": "boolean"}]}
-    path = tmp_path / "queries.yaml"
-    path.write_text(yaml.safe_dump({"queries": [entry]}))
-    registry = Registry.load(path, demo)
-    assert registry.problems == []
+    registry = config_keys(tmp_path, demo)
     log = current(pg_dsn)
     async with executor_for(pg_dsn, demo) as executor:
         answer = await registry.run(Explorer(demo, executor), "analyst", "config_keys", {})
@@ -178,3 +185,42 @@ def test_publish_log_text_that_is_no_point_in_time_is_unknown_not_a_failure():
             ("c", "3", "2026-12-01 09:00:00", "2026-12-01 10:00:00", None)]
     found = batches(rows)
     assert [(b.source, b.collected_at) for b in found] == [("a", None)]  # b and c have no published time it can age
+
+
+async def test_a_requirement_the_evidence_meets_returns_the_rows_and_one_it_cannot_meet_none(pg_dsn, demo):
+    ask = {"dataset": "workloads", "fields": ["name"], "limit": 2}
+    async with executor_for(pg_dsn, demo) as executor:
+        explorer = Explorer(demo, executor)
+        met = await explorer.explore({**ask, "require": {"max_age_s": 10**8, "consistency": "fixed_read"}}, "viewer")
+        unmet = await explorer.explore({**ask, "require": {"max_age_s": 60}}, "viewer")
+        stale = await explorer.explore("explore tables fields table_name limit 2", "analyst",
+                                       require=Require(max_age_s=86_400))  # cmdb: 80 h old
+    assert met.ok and len(met.envelope["data"]["rows"]) == 2
+    assert not unmet.ok and "data" not in unmet.envelope
+    assert unmet.envelope["error"]["subtype"] == "CONSISTENCY_UNVERIFIED" and unmet.status == 412
+    age = unmet.envelope["meta"]["evidence"]["freshness"]["age_seconds"]
+    assert f"collected {age} s" in unmet.envelope["error"]["message"]  # how old, as the evidence says
+    assert unmet.envelope["meta"]["evidence"]["source_batch"] == met.envelope["meta"]["evidence"]["source_batch"]
+    assert not stale.ok and "older than the 86400 s required" in stale.envelope["error"]["message"]
+
+
+async def test_a_dry_run_carries_the_evidence_it_would_read_and_is_held_to_a_requirement(pg_dsn, demo):
+    log = current(pg_dsn)
+    async with executor_for(pg_dsn, demo) as executor:
+        explorer = Explorer(demo, executor)
+        plan = await explorer.explore("explore workloads fields name limit 2", "viewer", dry_run=True)
+        refused = await explorer.explore("explore hosts fields hostname limit 2", "analyst", dry_run=True,
+                                         require=Require(max_age_s=10**8))
+    assert plan.ok and plan.envelope["meta"]["dry_run"] is True
+    assert plan.envelope["meta"]["evidence"]["source_batch"] == {"gitlab": log["gitlab"][0], "k8s": log["k8s"][0]}
+    assert not refused.ok and "no source feeds hosts" in refused.envelope["error"]["message"]
+
+
+async def test_a_named_query_is_held_to_a_requirement_too(pg_dsn, demo, tmp_path):
+    registry = config_keys(tmp_path, demo)
+    async with executor_for(pg_dsn, demo) as executor:
+        explorer = Explorer(demo, executor)
+        refused = await registry.run(explorer, "analyst", "config_keys", {}, Require(max_age_s=1))
+        met = await registry.run(explorer, "analyst", "config_keys", {}, Require(consistency="fixed_read"))
+    assert not refused.ok and refused.envelope["error"]["code"] == "EX701" and "data" not in refused.envelope
+    assert met.ok and met.envelope["data"]["rows"]

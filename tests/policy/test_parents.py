@@ -247,7 +247,7 @@ def test_a_parent_outside_the_read_sets_still_hides_its_childrens_rows():
     q = compile_exploration("explore containers via image fields name, image.tag", CREW, "crew")
     assert q.parents == ("workloads", "projects", "archives", "projects")
     assert describe_dataset(CREW, "crew", "containers")["relations"] == [
-        {"name": "image", "to": "images", "cardinality": "many_to_one"}]
+        {"name": "image", "to": "images", "cardinality": "many_to_one", "status": "ok"}]
 
 
 def test_a_parents_join_and_filter_columns_join_the_allowed_set_and_nothing_else():
@@ -388,7 +388,7 @@ def test_a_promoted_exploration_of_a_child_verifies_with_its_parents(source, rol
 
     q, entry = promoted(source, role)
     assert q.parents and set(entry.read_sets) <= {"published", "engineering"}
-    datasets, _ = verify_named(entry, DEMO)
+    datasets = verify_named(entry, DEMO)[0]
     # what it reads is what the exploration names: its parents are the contract's joins, read only for
     # their join and filter columns (the registry lists it for every role that may read those datasets)
     assert set(datasets) == set(q.datasets)
@@ -451,7 +451,7 @@ def test_a_named_query_reading_a_child_without_its_parents_is_refused(sql, says)
 def test_a_named_query_joining_each_parent_on_its_relation_is_accepted(sql):
     from ontoos_explore.policy.named import verify_named
 
-    datasets, _ = verify_named(named(sql, [FALSE], columns=("key",)), DEMO)
+    datasets = verify_named(named(sql, [FALSE], columns=("key",)), DEMO)[0]
     assert "configs" in datasets and not {"workloads", "projects"} & set(datasets)  # only joined and filtered
 
 

@@ -18,6 +18,7 @@ CANCELLED is never received (the caller is gone): there the audit's event is wha
 The server runs the demo contract plus what the table needs (tests/server/test_hostile_support.py
 makes the base): `sleepy` (0.2 s a row) readable by the analyst, whose time budget here is 1.5 s;
 `broken`, a view PostgreSQL fails to read (a scalar subquery of many rows: SQLSTATE 21000);
+`gone`, a dataset whose table the database does not have (drift: DEGRADED);
 workloads.env_dump readable in the contract but not granted to the database roles (the third wall:
 DATABASE_DENIED); the analyst's limits refused rather than clamped and with no cost ceiling of its
 own, so the contract's heavy_max_cost of 1 refuses any heavy read on cost; one connection in the
@@ -501,6 +502,9 @@ TABLE: dict[str, dict[str, Any]] = {
     "TIME_BUDGET": explore_all(SLOW),
     "COST_BUDGET": explore_all({"dataset": "table_refs", "fields": ["file_path"], "filter": "access = 'read'",
                                 "order_by": ["file_path"], "limit": 2}),  # sorted: the whole scan is costed
+    "CONSISTENCY_UNVERIFIED": explore_all({"dataset": "hosts", "fields": ["hostname"], "limit": 1,
+                                           "require": {"max_age_s": 3600}}),  # hosts has no source: age unknown
+    "DEGRADED": explore_all({"dataset": "gone", "fields": ["id"], "limit": 1}),
     # ---------------------------------------------------------------- EX5xx
     "UNKNOWN_ROLE": {"rest": Unreachable(f"principals' roles are checked against the contract: {START_UP}"),
                      "mcp": Unreachable(f"principals' roles are checked against the contract: {START_UP}"),
@@ -814,6 +818,9 @@ def table_contracts(workdir: Path) -> tuple[Path, dict[str, Any]]:
     data["heavy_max_cost"] = 1
     granted = copy.deepcopy(data)
     assert data["datasets"]["workloads"]["columns"]["env_dump"].pop("secret") is True
+    data["datasets"]["gone"] = {"relation": f"{SCHEMA}.gone", "description": "A table the database does not have.",
+                                "columns": {"id": {"type": "integer"}}}  # served only: drift degrades it
+    data["read_sets"]["slow"].append("gone")
     served = workdir / "contract.yaml"
     served.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return served, granted

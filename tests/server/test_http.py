@@ -262,7 +262,18 @@ def test_healthz_answers_without_a_token(server, demo):
     r = call(server, "GET", "/healthz")
     assert r.status == 200
     assert r.headers["content-type"].startswith("application/json")
-    assert r.json == {"ok": True, "contract_hash": demo.hash}
+    notice = {"min_cli_version": "0.1.0", "schema_drift": False, "contract_hash": demo.hash}
+    assert r.json == {"ok": True, "alive": True, "contract_hash": demo.hash, "schema_drift": False, "_notice": notice}
+
+
+def test_readyz_says_the_database_answers_and_what_drifted_without_a_token(server, demo):
+    r = call(server, "GET", "/readyz")
+    assert r.status == 200, r.text
+    body = r.json
+    assert body["ready"] is True and body["database"]["reachable"] is True and body["database"]["standby"] is False
+    assert body["contract"] == {"loaded": True, "hash": demo.hash}
+    assert body["drift"]["drifted"] is False and body["drift"]["findings"] == 0 and body["drift"]["checked_at"]
+    assert body["_notice"]["schema_drift"] is False
 
 
 NO_TOKEN_REQUESTS = {

@@ -151,3 +151,11 @@ def _hours(seconds: int) -> str:
 def _registry_file(args) -> Path:
     """The registry file: --queries, else ONTOOS_QUERIES, else queries.yaml (the servers' default too)."""
     return _settings(args).queries
+
+
+def _require(args):
+    """--max-age and --consistency -> a Require (None when neither is given); checked as the JSON form's."""
+    from ..require import read
+
+    asked = {k: v for k, v in (("max_age_s", args.max_age), ("consistency", args.consistency)) if v is not None}
+    return read(asked) if asked else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from .common import (EXIT_OK, EXIT_REJECTED, _audit_cli, _emit, _load, _read_file, _read_source,
-                     _role, _settings, _table, exit_code, render_result)
+                     _require, _role, _settings, _table, exit_code, render_result)
 
 
 def cmd_compile(args) -> int:
@@ -98,12 +98,13 @@ def cmd_explore(args) -> int:
     contract = _load(args)
     role = _role(args)
     source = _read_source(args)
+    require = _require(args)
     settings = _settings(args)
     dsn = resolve_dsn(settings, contract)
 
     async def go():
         async with open_explorer(contract, settings, dsn) as explorer:
-            return await explorer.explore(source, role, dry_run=args.dry_run)
+            return await explorer.explore(source, role, dry_run=args.dry_run, require=require)
 
     answer = asyncio.run(go())
     _audit_cli(settings, dsn, contract, answer, role, source)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from .common import (EXIT_OK, UsageError, _audit_cli, _emit, _load, _registry_file, _role, _settings, _table,
+from .common import (EXIT_OK, UsageError, _audit_cli, _emit, _load, _registry_file, _require, _role, _settings, _table,
                      exit_code, render_result)
 
 
@@ -116,13 +116,14 @@ def cmd_queries(args) -> int:
             raise UsageError(f"-p takes NAME=VALUE, not {item!r}")
         params[name] = value
     role = _role(args)
+    require = _require(args)
     settings = _settings(args)
     dsn = resolve_dsn(settings, contract)
 
     async def go():
         async with open_explorer(contract, settings, dsn) as explorer:
             try:
-                return await registry.run(explorer, role, args.id, params)
+                return await registry.run(explorer, role, args.id, params, require)
             except ExploreError as e:
                 from ..service import Answer
 

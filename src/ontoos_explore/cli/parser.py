@@ -34,6 +34,12 @@ def _source_args(c: argparse.ArgumentParser) -> None:
     c.add_argument("--order-by", action="append", default=[], metavar="KEY", help="flag form: order key, -key for descending (repeatable)")
     c.add_argument("--limit", type=int, help="flag form: the most rows to return")
 
+def _require_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-age", type=int, metavar="SECONDS",
+                   help="refuse the answer (exit 2) unless its data was collected at most SECONDS ago")
+    p.add_argument("--consistency", choices=("any", "fixed_read"),
+                   help="fixed_read: refuse unless the rows and their evidence were read in one snapshot")
+
 def _dsn_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dsn", help="PostgreSQL to use (default: $ONTOOS_DSN, else the embedded server)")
 
@@ -55,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     _dsn_arg(x)
     _format_arg(x)
     x.add_argument("--dry-run", action="store_true", help="plan only: what would be read, and the cost estimate")
+    _require_args(x)
 
     r = sub.add_parser("grants", help="print (or apply) the database roles and column grants of the contract",
                        description="One NOLOGIN role per contract role, with SELECT on exactly its allowed columns.")
@@ -131,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     _role_arg(n)
     _dsn_arg(n)
     _format_arg(n)
+    _require_args(n)
 
     d = sub.add_parser("demo", help="run example explorations on the embedded demo lakehouse",
                        description="Start the embedded PostgreSQL, load the demo lakehouse if needed, and run "

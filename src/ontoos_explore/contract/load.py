@@ -40,6 +40,7 @@ def parse_contract(text: str, source: str = "<contract>") -> Contract:
     _check_references(contract, where)
     _index(contract)
     contract._hash = _content_hash(contract)
+    contract._where = where
     return contract
 
 

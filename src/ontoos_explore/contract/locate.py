@@ -17,14 +17,17 @@ class _Locator:
         self.source = source
         self.marks = marks
 
-    def at(self, path: tuple, message: str) -> str:
-        line = None
+    def line(self, path: tuple) -> str:
+        """`source:line` of `path`, or of the nearest key above it."""
         for n in range(len(path), -1, -1):
             line = self.marks.get(tuple(path[:n]))
             if line is not None:
-                break
+                return f"{self.source}:{line}"
+        return f"{self.source}:1"
+
+    def at(self, path: tuple, message: str) -> str:
         dotted = ".".join(str(p) for p in path)
-        return f"{self.source}:{line or 1}: {dotted}: {message}" if dotted else f"{self.source}:{line or 1}: {message}"
+        return f"{self.line(path)}: {dotted}: {message}" if dotted else f"{self.line(path)}: {message}"
 
     def pydantic(self, err: ValidationError) -> str:
         lines = []

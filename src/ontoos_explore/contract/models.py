@@ -175,6 +175,12 @@ class Contract(_Model):
     _parents: dict[str, tuple[Relation, ...]] = PrivateAttr(default_factory=dict)
     _scope: dict[str, frozenset[str]] = PrivateAttr(default_factory=dict)
     _derived: dict = PrivateAttr(default_factory=dict)
+    _where: Any = PrivateAttr(default=None)  # the locator of the text it was loaded from (file:line of a place)
+
+    def where(self, place: tuple[str, ...]) -> str:
+        """`file:line` of a place in the contract's text (e.g. ("datasets", "workloads")); "" when unknown."""
+        where = self.__pydantic_private__["_where"]
+        return where.line(place) if where is not None else ""
 
     @property
     def derived(self) -> dict:

@@ -56,6 +56,7 @@ log = logging.getLogger("ontoos_explore.engine")
 BEGIN = "BEGIN READ ONLY"
 BEGIN_SNAPSHOT = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"  # the rows and their evidence, one snapshot
 END = "ROLLBACK"
+PING = "SELECT pg_catalog.current_setting('server_version'), pg_catalog.pg_is_in_recovery()"
 BUDGET = ("SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true), "
           "set_config('idle_in_transaction_session_timeout', $3, true)")
 BUDGET_AND_ROLE = BUDGET + ", set_config('role', $4, true)"
@@ -190,6 +191,17 @@ class Executor:
                         spec.table)
         return may
 
+    async def ping(self, timeout_s: float = 2.0) -> dict[str, Any]:
+        """Whether the database answers now: {"reachable", "version", "standby"} (a static statement)."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                async with self.pool.connection(timeout=timeout_s) as conn:
+                    cur = await conn.execute(PING)
+                    version, standby = await cur.fetchone()
+        except (psycopg.Error, PoolTimeout, TimeoutError, OSError):
+            return {"reachable": False}
+        return {"reachable": True, "version": version, "standby": bool(standby)}
+
     async def run(self, q: CompiledQuery, *, dry_run: bool = False) -> Outcome:
         """Run (or, with dry_run, only plan) one compiled exploration."""
         started = time.perf_counter()
@@ -244,7 +256,7 @@ class Executor:
             sql_budget = BUDGET_AND_ROLE
         params = list(q.params)
         spec = q.plan.evidence
-        reads_log = not dry_run and spec is not None and bool(spec.sources)
+        reads_log = spec is not None and bool(spec.sources)
         if reads_log:
             reads_log = await self._may_read_log(conn, self._query_role(q), spec)
         evidence = conn.cursor() if reads_log else None
@@ -256,9 +268,12 @@ class Executor:
                 await query.execute(EXPLAIN + q.sql, params)
                 plan = json.loads((await query.fetchone())[0])[0]["Plan"]
                 estimate = work(plan)
-                if dry_run:
+                if dry_run:  # the plan, and the batches it would read
+                    if evidence is not None:
+                        await evidence.execute(current_batches_sql(spec.schema, spec.table), [list(spec.sources)])
                     await control.execute(END)
-                    return Outcome([], False, [], _ms(started), estimate)
+                    found = None if evidence is None else batches(await evidence.fetchall())
+                    return Outcome([], False, [], _ms(started), estimate, batches=found, consistent=found is not None)
                 self.costs.put(CostCache.key(q), estimate)
             if ceiling is not None and estimate > ceiling:
                 await control.execute(END)

@@ -22,22 +22,33 @@ from ..allowed import allowed_for_role
 from ..contract import PUBLISH_LOG_COLUMNS, Contract
 
 
-def role_statements(contract: Contract, prefix: str) -> list[tuple[str, sql.Composed]]:
-    """(database role, statement) pairs: reset, then grant, per contract role."""
-    out: list[tuple[str, sql.Composed]] = []
-    schemas = sorted({d.schema_name for d in contract.datasets.values()}
-                     | ({contract.evidence.schema_name} if contract.evidence else set()))
+def schemas(contract: Contract) -> list[str]:
+    """Every schema the contract names: its datasets' and its publish log's."""
+    return sorted({d.schema_name for d in contract.datasets.values()}
+                  | ({contract.evidence.schema_name} if contract.evidence else set()))
+
+
+def expected(contract: Contract, prefix: str) -> dict[str, dict[tuple[str, str], frozenset[str]]]:
+    """Database role -> (schema, table) -> the columns it is granted SELECT on: what `apply` makes."""
+    out: dict[str, dict[tuple[str, str], frozenset[str]]] = {}
     for role in sorted(contract.roles.values(), key=lambda r: r.name):
-        db_role = f"{prefix}{role.name}"
-        ident = sql.Identifier(db_role)
-        for schema in schemas:
-            # revoking the table privilege revokes its column privileges too
-            out.append((db_role, sql.SQL("REVOKE ALL ON ALL TABLES IN SCHEMA {} FROM {}").format(sql.Identifier(schema), ident)))
-            out.append((db_role, sql.SQL("REVOKE USAGE ON SCHEMA {} FROM {}").format(sql.Identifier(schema), ident)))
         relations = dict(allowed_for_role(contract, role).relations)
         if contract.evidence is not None and any(d.sources for d in contract.readable_datasets(role)):
             log_table = (contract.evidence.schema_name, contract.evidence.table_name)
             relations[log_table] = relations.get(log_table, frozenset()) | frozenset(PUBLISH_LOG_COLUMNS)
+        out[f"{prefix}{role.name}"] = relations
+    return out
+
+
+def role_statements(contract: Contract, prefix: str) -> list[tuple[str, sql.Composed]]:
+    """(database role, statement) pairs: reset, then grant, per contract role."""
+    out: list[tuple[str, sql.Composed]] = []
+    for db_role, relations in expected(contract, prefix).items():
+        ident = sql.Identifier(db_role)
+        for schema in schemas(contract):
+            # revoking the table privilege revokes its column privileges too
+            out.append((db_role, sql.SQL("REVOKE ALL ON ALL TABLES IN SCHEMA {} FROM {}").format(sql.Identifier(schema), ident)))
+            out.append((db_role, sql.SQL("REVOKE USAGE ON SCHEMA {} FROM {}").format(sql.Identifier(schema), ident)))
         for schema in sorted({s for s, _ in relations}):
             out.append((db_role, sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(schema), ident)))
         for (schema, table), columns in sorted(relations.items()):

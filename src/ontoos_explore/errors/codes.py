@@ -45,7 +45,7 @@ def _c(code: str, type_: str, subtype: str, title: str, status: int | None = Non
 
 class Codes:
     """The registry. Ranges: EX1xx input, EX2xx names, EX3xx meaning and types,
-    EX4xx budgets, EX5xx auth, EX6xx upstream, EX9xx internal."""
+    EX4xx budgets, EX5xx auth, EX6xx upstream, EX7xx the lake (evidence, drift), EX9xx internal."""
 
     # EX1xx: the input could not be read
     SYNTAX_ERROR = _c("EX101", VALIDATION, "SYNTAX_ERROR", "the text form does not parse")
@@ -130,6 +130,12 @@ class Codes:
                           "the request line and headers did not arrive within the header timeout", 408)
     TOO_MANY_CONNECTIONS = _c("EX412", POLICY, "QUERY_BUDGET_EXCEEDED",
                               "a client address holds its most HTTP connections at once", 429)
+
+    # EX7xx: the lake as it is: the caller's requirement on the evidence, what drift made unavailable
+    CONSISTENCY_UNVERIFIED = _c("EX701", POLICY, "CONSISTENCY_UNVERIFIED",
+                                "the evidence cannot show the freshness or consistency the caller required", 412)
+    DEGRADED = _c("EX702", POLICY, "DEGRADED",
+                  "the database no longer has a dataset, column or relation as the contract describes it (drift)", 503)
 
     # EX9xx: not the caller's fault
     INTERNAL_ERROR = _c("EX901", INTERNAL, "INTERNAL_ERROR", "an unexpected failure")

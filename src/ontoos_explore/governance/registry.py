@@ -30,6 +30,7 @@ from ..contract import Contract
 from ..errors import Codes, InputError
 from ..names import did_you_mean, fold
 from ..policy.named import bind_named, plan_named, verify_named
+from ..require import Require
 from ..service import Answer, Explorer
 from ..types import ColumnType
 
@@ -89,6 +90,12 @@ class NamedQuery(BaseModel):
     datasets: tuple[str, ...] = Field((), exclude=True)  # filled from the guard's verdict
     # per output column, the (dataset, column) pairs it reads: from the guard's verdict, for masking
     sources: tuple[tuple[tuple[str, str], ...], ...] = Field((), exclude=True)
+    touches: frozenset[tuple[str, str, str]] = Field(frozenset(), exclude=True)  # (schema, table, column) read
+
+    @property
+    def reads(self) -> frozenset[tuple[str, str]]:
+        """The (dataset, column) pairs its output reads."""
+        return frozenset(pair for item in self.sources for pair in item)
 
     def params_schema(self) -> dict[str, Any]:
         return {
@@ -136,7 +143,8 @@ class Registry:
         return [q for q in self.entries.values()
                 if q.status == "approved" and all(fold(d) in scope for d in q.datasets)]
 
-    async def run(self, explorer: Explorer, role_name: str, ident: Any, params: Any) -> Answer:
+    async def run(self, explorer: Explorer, role_name: str, ident: Any, params: Any,
+                  require: Require | None = None) -> Answer:
         visible = {fold(q.id): q for q in self.visible(role_name)}
         entry = visible.get(fold(ident)) if isinstance(ident, str) else None
         if entry is None:
@@ -150,13 +158,13 @@ class Registry:
             slots=tuple(ParamSlot(b, "", True) if isinstance(b, str) else ParamSlot("", b.type, False) for b in entry.bind),
             fingerprint=f"named:{entry.id}", shape=f"named query {entry.id}", normalized=f"named query {entry.id}",
             columns=entry.columns, datasets=entry.datasets, relations=(), limit=plan.max_rows, notes=entry.notes,
-            plan=plan, contract_hash=self.contract.hash,
+            plan=plan, contract_hash=self.contract.hash, reads=entry.reads, touches=entry.touches,
         )
-        return await explorer.run_compiled(q)
+        return await explorer.run_compiled(q, require)
 
 
 def verify(entry: NamedQuery, contract: Contract) -> NamedQuery:
     """The policy's check of an entry (`policy.named.verify_named`: the guard, then the contract's
     column rules); raises a ValueError naming the first problem."""
-    datasets, sources = verify_named(entry, contract)
-    return entry.model_copy(update={"datasets": datasets, "sources": sources})
+    datasets, sources, touches = verify_named(entry, contract)
+    return entry.model_copy(update={"datasets": datasets, "sources": sources, "touches": touches})

@@ -306,5 +306,5 @@ class LiveRegistry:
     def visible(self, role_name: str):
         return self.current().visible(role_name)
 
-    async def run(self, explorer, role_name: str, ident: Any, params: Any):
-        return await self.current().run(explorer, role_name, ident, params)
+    async def run(self, explorer, role_name: str, ident: Any, params: Any, require=None):
+        return await self.current().run(explorer, role_name, ident, params, require)

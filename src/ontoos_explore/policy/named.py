@@ -61,8 +61,10 @@ class NamedQueryInvalid(ValueError):
     """A registry entry the policy refuses (reported, and the entry skipped, when the registry loads)."""
 
 
-def verify_named(entry: Any, contract: Contract) -> tuple[tuple[str, ...], tuple[tuple[tuple[str, str], ...], ...]]:
-    """(the datasets the SQL reads, per output position the (dataset, column) pairs it reads), or
+def verify_named(entry: Any, contract: Contract) -> tuple[tuple[str, ...], tuple[tuple[tuple[str, str], ...], ...],
+                                                          frozenset[tuple[str, str, str]]]:
+    """(the datasets the SQL reads, per output position the (dataset, column) pairs it reads, every
+    (schema, table, column) it reads anywhere), or
     NamedQueryInvalid naming why: the first of the entry's own problems and the guard's violations,
     else every problem the contract's rules find (`contract_violations`), on one line."""
     known = {fold(k) for k in contract.read_sets}
@@ -87,7 +89,7 @@ def verify_named(entry: Any, contract: Contract) -> tuple[tuple[str, ...], tuple
     read = {by_table[t].name for t in verdict.relations}
     datasets = tuple(sorted(read - _only_parents(contract, read, verdict.columns)))
     sources = tuple(tuple(sorted((by_table[(s, t)].name, c) for s, t, c in item)) for item in verdict.targets)
-    return datasets, sources
+    return datasets, sources, verdict.columns
 
 
 def _only_parents(contract: Contract, read: set[str], columns: frozenset[tuple[str, str, str]]) -> set[str]:

@@ -4,6 +4,7 @@
     /api/v1/explore   POST the JSON form, or GET with a query string   rest.py
     /api/v1/catalog   GET, ?dataset= to describe one                   rest.py
     /healthz          liveness, no token                               rest.py
+    /readyz           readiness (database, contract, drift), no token  rest.py
     /governance...    the reviewers' dashboard (when given)            governance_routes.py
 
 In front of every route: `BodyLimit` (outermost: for open paths too), then
@@ -52,6 +53,7 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
     app = Starlette(
         routes=[
             Route("/healthz", rest.healthz, methods=["GET"]),
+            Route("/readyz", rest.readyz, methods=["GET"]),
             Route("/favicon.ico", rest.favicon, methods=["GET"]),
             Route("/api/v1/explore", rest.explore, methods=["GET", "POST"]),
             Route("/api/v1/catalog", rest.catalog, methods=["GET"]),
@@ -66,7 +68,7 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
         tools.refuse(e, None, "mcp" if path.startswith("/mcp") else "rest")
 
     app.add_middleware(BearerAuth, authenticator=authenticator, on_refusal=on_refusal, floods=floods,
-                       open_paths=("/healthz", "/favicon.ico", "/governance/login"),
+                       open_paths=("/healthz", "/readyz", "/favicon.ico", "/governance/login"),
                        sessions=governance.principal_for_session if governance is not None else None)
     app.add_middleware(BodyLimit, timeout_s=timeout_s)  # outermost: before auth, for open paths too
     return app

@@ -4,6 +4,7 @@
     GET  /api/v1/explore   the same question as a query string (query_string.explore_arguments)
     GET  /api/v1/catalog   ?dataset= to describe one
     GET  /healthz          liveness, no token
+    GET  /readyz           readiness: the database reachable, the contract loaded, drift (reported), no token
     GET  /favicon.ico      204, so a browser's own fetch is not a refusal to audit
 
 A call takes one from the caller's rate limit first (before a body is read),
@@ -39,7 +40,7 @@ from .tools import Tools
 log = logging.getLogger("ontoos_explore.http")
 
 UNREAD_BODY = (408, 413, CLIENT_CLOSED)  # answered before the body was read: the connection cannot be reused
-ROUTES = "POST/GET /api/v1/explore, GET /api/v1/catalog, /mcp, /governance, /healthz"
+ROUTES = "POST/GET /api/v1/explore, GET /api/v1/catalog, /mcp, /governance, /healthz, /readyz"
 
 
 def answer_response(answer: Answer, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -122,7 +123,25 @@ class Rest:
         return await self.call(request, "ontoos_catalog", read)
 
     async def healthz(self, request: Request) -> JSONResponse:
-        return JSONResponse({"ok": True, "contract_hash": self.tools.contract.hash})
+        """Alive: the process answers (nothing else is asked)."""
+        lake = self.tools.lake
+        return JSONResponse({"ok": True, "alive": True, "contract_hash": self.tools.contract.hash,
+                             "schema_drift": lake.drift.drifted, "_notice": lake.notice})
+
+    async def readyz(self, request: Request) -> JSONResponse:
+        """Ready: the database answers and the contract is loaded (503 otherwise). Drift is reported,
+        never fatal, and only as counts: anyone may ask, so no name of the contract is shown."""
+        lake = self.tools.lake
+        database = await self.tools.explorer.executor.ping() if self.tools.explorer else {"reachable": False}
+        drift = lake.drift
+        ready = database["reachable"]
+        body = {"ok": ready, "ready": ready, "database": database,
+                "contract": {"loaded": True, "hash": self.tools.contract.hash},
+                "drift": {"checked_at": drift.checked_at.isoformat() if drift.checked_at else None,
+                          "drifted": drift.drifted, **drift.counts(),
+                          **({"error": drift.error} if drift.error else {})},
+                "_notice": lake.notice}
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     async def favicon(self, request: Request) -> Response:
         return Response(status_code=204)

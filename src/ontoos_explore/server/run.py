@@ -17,6 +17,7 @@ that is not complete says so on stderr.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import json
@@ -26,7 +27,10 @@ from pathlib import Path
 
 import anyio
 
+from .. import drift
 from ..contract import Contract
+from ..drift import LakeState, Watcher
+from ..envelope import install_notice
 from ..engine.executor import Executor, open_pool
 from ..engine.settings import Settings
 from ..governance.registry import Registry
@@ -66,6 +70,7 @@ def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerCon
     from .governance_routes import Governance
 
     tools = Tools(contract, None, registry, audit_writer(settings, dsn))
+    lake = LakeState(contract, settings.min_cli_version)
     authenticator = Authenticator(config, contract)
     from .sessions import Sessions
 
@@ -77,16 +82,17 @@ def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerCon
     @contextlib.asynccontextmanager
     async def lifespan(app):
         pool = await open_pool(dsn, settings)
-        tools.explorer = Explorer(contract, Executor(pool, settings))
+        tools.explorer = Explorer(contract, Executor(pool, settings), lake=lake)
         if tools.audit is not None:
             await tools.audit.start()
-        gc.collect()
-        gc.freeze()  # the contract, grammar and dialect tables stay: full collections need not walk them
-        try:
-            yield
-        finally:
-            await close_audit(tools.audit)
-            await pool.close()
+        async with watching(lake, pool, dsn, settings):
+            gc.collect()
+            gc.freeze()  # the contract, grammar and dialect tables stay: full collections need not walk them
+            try:
+                yield
+            finally:
+                await close_audit(tools.audit)
+        await pool.close()
 
     from .mcp_http import loopback_security
 
@@ -104,10 +110,11 @@ async def run_stdio(contract: Contract, settings: Settings, dsn: str, principal:
     audit = audit_writer(settings, dsn)
     if audit is not None:
         await audit.start()
+    lake = LakeState(contract, settings.min_cli_version)
     try:
-        tools = Tools(contract, Explorer(contract, Executor(pool, settings)), registry, audit)
+        tools = Tools(contract, Explorer(contract, Executor(pool, settings), lake=lake), registry, audit)
         server = build_server(tools, fixed(principal), surface="mcp-stdio")
-        async with stdio_server() as (read, write):
+        async with watching(lake, pool, dsn, settings), stdio_server() as (read, write):
             forward, inbound = anyio.create_memory_object_stream(0)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(answer_unreadable, read, forward, write,
@@ -117,6 +124,24 @@ async def run_stdio(contract: Contract, settings: Settings, dsn: str, principal:
     finally:
         await close_audit(audit)
         await pool.close()
+
+
+@contextlib.asynccontextmanager
+async def watching(lake: LakeState, pool, dsn: str, settings: Settings):
+    """The contract compared with the database before the first request (never fatal: what drifted is
+    degraded), the start line on stderr (the contract hash and the drift summary), `_notice` on every
+    envelope, and the comparison made again on the interval and on NOTIFY while the server runs."""
+    lake.update(await drift.check(pool, lake.contract, settings))
+    sys.stderr.write(f"ontoos: contract {lake.contract.hash}; {lake.drift.summary()}\n")
+    previous = install_notice(lambda: lake.notice)
+    task = asyncio.create_task(Watcher(lake, pool, dsn, settings).run())
+    try:
+        yield lake
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        install_notice(previous)
 
 
 async def answer_unreadable(read, forward, write, on_refusal=None) -> None:

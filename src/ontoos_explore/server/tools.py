@@ -26,8 +26,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation, ValidationError
 
-from ..catalog import describe_dataset, list_datasets
+from ..catalog import describe_dataset, list_datasets, status
 from ..contract import Contract
+from ..drift.state import LakeState
 from ..envelope import Answer, new_id
 from ..errors import Codes, ExploreError, InputError, cancelled, no_token, rate_limited, too_many_in_flight
 from ..grammar.forms import from_json
@@ -35,6 +36,7 @@ from ..grammar.limits import CheckedJSON, check_json
 from ..ir import Exploration
 from ..names import close_matches
 from ..offload import INLINE_SOURCE, off_loop, source_size
+from ..require import read as read_require
 from ..service import Explorer
 from .config import Principal, RateLimiter
 
@@ -64,6 +66,19 @@ class FilterObject(BaseModel):
         None, description="A value; a list for in/between; absent for is null")
 
 
+REQUIRE = ("What the answer's evidence must show, else it is refused (CONSISTENCY_UNVERIFIED) without rows: "
+           "max_age_s, the data collected at most this many seconds ago; consistency \"fixed_read\", the rows "
+           "and their evidence read in one snapshot")
+
+
+class RequireInput(BaseModel):
+    """The schema of `require` (read by `require.read`, which names what is wrong)."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_age_s: int | None = Field(None, ge=0, description="Most seconds since the data was collected")
+    consistency: Literal["any", "fixed_read"] = Field("any", description="fixed_read: rows and evidence, one snapshot")
+
+
 class ExploreInput(BaseModel):
     """The JSON form of an exploration (the README's "The language"), plus dry_run."""
 
@@ -89,6 +104,7 @@ class ExploreInput(BaseModel):
     query: SkipValidation[str | None] = Field(
         None, description="The whole exploration in text form instead of the keys above")
     dry_run: bool = Field(False, description="Return the plan (datasets, limit, cost estimate, notes) instead of rows")
+    require: SkipValidation[RequireInput | None] = Field(None, description=REQUIRE)
 
 
 class CatalogInput(BaseModel):
@@ -111,6 +127,7 @@ class RunQueryInput(BaseModel):
         "id": ("'id' must be a string", 'e.g. {"id": "<a named query id from ontoos_queries>", "params": {}}')}
     id: str = Field(description="Named query id, from ontoos_queries")
     params: SkipValidation[dict[str, Any]] = Field(default_factory=dict, description="Parameter values by name")
+    require: SkipValidation[RequireInput | None] = Field(None, description=REQUIRE)
 
 
 class Meta(BaseModel):
@@ -206,7 +223,7 @@ def _source(name: str, arguments: Any) -> Any:
     if name == "ontoos_explore":
         if not isinstance(arguments, dict):
             return arguments
-        form = {k: v for k, v in arguments.items() if k != "dry_run"}
+        form = {k: v for k, v in arguments.items() if k not in OPTIONS}
         return form["query"] if list(form) == ["query"] and isinstance(form["query"], str) else form
     try:
         return f"{name} {json.dumps(arguments, default=str)[:500]}"
@@ -220,10 +237,12 @@ def _asked(name: str, arguments: Any) -> Exploration | None:
     if name != "ontoos_explore" or not isinstance(arguments, dict):
         return None
     try:
-        return from_json({k: v for k, v in arguments.items() if k != "dry_run"})
+        return from_json({k: v for k, v in arguments.items() if k not in OPTIONS})
     except ExploreError:
         return None
 
+
+OPTIONS = ("dry_run", "require")  # ontoos_explore's arguments that are not the exploration
 
 Handler = Callable[[BaseModel, dict[str, Any], Principal], Awaitable[Answer]]
 QUERYING = ("ontoos_explore", "ontoos_run_query")  # the tools that take a database connection
@@ -234,6 +253,7 @@ class Tools:
                  limiter: RateLimiter | None = None) -> None:
         self.contract = contract
         self.explorer = explorer
+        self._lake = LakeState(contract)  # until an explorer (with the service's lake) is given
         self.registry = registry
         self.audit = audit  # an AuditWriter, or None (no audit store configured)
         self.limiter = limiter if limiter is not None else RateLimiter()  # (an empty one is falsy)
@@ -354,24 +374,33 @@ class Tools:
 
     async def _explore(self, args: ExploreInput, arguments: dict[str, Any], principal: Principal) -> Answer:
         # as given (the reader names what is wrong), and checked whole already (check_json, above)
-        form = CheckedJSON((k, v) for k, v in arguments.items() if k != "dry_run")
-        answer = await self.explorer.explore(form, principal.role, dry_run=args.dry_run)
+        form = CheckedJSON((k, v) for k, v in arguments.items() if k not in OPTIONS)
+        answer = await self.explorer.explore(form, principal.role, dry_run=args.dry_run,
+                                             require=read_require(arguments.get("require")))
         if args.dry_run and answer.error is not None and answer.error.retry_with is not None:
             # the retry must stay a dry run: sent back unchanged, it must not read rows
             answer.error.retry_with = {**answer.error.retry_with, "dry_run": True}
             answer.envelope["error"]["retry_with"] = answer.error.retry_with
         return answer
 
+    @property
+    def lake(self) -> LakeState:
+        """The service's view of the lake (drift, `_notice`): the explorer's."""
+        return self.explorer.lake if self.explorer is not None else self._lake
+
     async def _catalog(self, args: CatalogInput, arguments: dict[str, Any], principal: Principal) -> Answer:
+        drift = self.lake.drift
         if args.dataset is None:
-            return self._ok(list_datasets(self.contract, principal.role))
-        return self._ok(describe_dataset(self.contract, principal.role, args.dataset))
+            return self._ok(list_datasets(self.contract, principal.role, drift))
+        return self._ok(describe_dataset(self.contract, principal.role, args.dataset, drift))
 
     async def _queries(self, args: QueriesInput, arguments: dict[str, Any], principal: Principal) -> Answer:
         queries = self.registry.visible(principal.role) if self.registry else []
-        return self._ok({"queries": [q.describe() for q in queries]})
+        lake = self.lake
+        return self._ok({"queries": [{**q.describe(), **status(lake.named_refusal(q))} for q in queries]})
 
     async def _run_query(self, args: RunQueryInput, arguments: dict[str, Any], principal: Principal) -> Answer:
         if self.registry is None:
             raise InputError(Codes.UNKNOWN_QUERY, "there are no named queries", hint="use ontoos_explore")
-        return await self.registry.run(self.explorer, principal.role, args.id, args.params)
+        return await self.registry.run(self.explorer, principal.role, args.id, args.params,
+                                       read_require(arguments.get("require")))
