@@ -43,7 +43,7 @@ from tests.envelopes import comparable
 
 ROOT = Path(__file__).resolve().parents[2]
 MODES = ("auto", "legacy")
-TOOL_NAMES = ["ontoos_catalog", "ontoos_explore", "ontoos_queries", "ontoos_run_query"]
+TOOL_NAMES = ["ontoos_catalog", "ontoos_explore", "ontoos_queries", "ontoos_run_query", "ontoos_stats"]
 
 # principal -> (contract role, bearer token); the server config stores only sha256(token)
 PRINCIPALS: dict[str, tuple[str, str]] = {
@@ -795,3 +795,34 @@ def test_a_503_says_when_to_retry_as_a_429_does():
     body = json.loads(r.body)
     assert r.status_code == 503 and r.headers["retry-after"] == "2" and body["meta"]["retry_after_s"] == 2
     assert body["error"]["hint"].startswith("this is temporary: retry in 2 s")
+
+
+def test_readyz_is_503_when_the_database_cannot_be_reached_and_healthz_stays_alive(down_server, demo):
+    r = call(down_server, "GET", "/readyz", timeout=30)
+    assert r.status == 503 and r.json["ready"] is False and r.json["database"] == {"reachable": False}
+    assert r.json["drift"]["checked_at"] is None and "could not be reached" in r.json["drift"]["error"]
+    assert r.json["contract"] == {"loaded": True, "hash": demo.hash}
+    assert call(down_server, "GET", "/healthz").status == 200
+
+
+def test_doctor_checks_a_running_server_and_its_token(server, down_server, pg_dsn, tmp_path, capsys, monkeypatch):
+    from ontoos_explore.cli import main
+
+    monkeypatch.setenv("ONTOOS_DSN", pg_dsn)
+    monkeypatch.setenv("ONTOOS_QUERIES", str(tmp_path / "none.yaml"))
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    good.write_text(ALICE + "\n")
+    bad.write_text("not-a-token\n")
+
+    def doctor(srv, token_file):
+        code = main(["doctor", "--json", "--server", f"http://{srv.host}:{srv.port}", "--token-file", str(token_file)])
+        report = json.loads(capsys.readouterr().out)
+        return code, next(c for c in report["checks"] if c["name"] == "server")
+
+    code, check = doctor(server, good)
+    assert code == 0 and check["status"] == "ok" and check["details"][0]["token_accepted"] is True
+    assert check["details"][0]["notice"]["contract_hash"] == check["summary"].split("contract ")[1].rstrip(")")
+    code, check = doctor(server, bad)
+    assert code == 2 and check["status"] == "fail" and "the token is refused (401)" in check["summary"]
+    code, check = doctor(down_server, good)
+    assert code == 2 and "not ready (503)" in check["summary"]

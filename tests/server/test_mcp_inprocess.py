@@ -35,7 +35,7 @@ from tests.conftest import ROOT
 
 pytestmark = pytest.mark.anyio
 
-TOOL_NAMES = ["ontoos_catalog", "ontoos_explore", "ontoos_queries", "ontoos_run_query"]
+TOOL_NAMES = ["ontoos_catalog", "ontoos_explore", "ontoos_queries", "ontoos_run_query", "ontoos_stats"]
 FORBIDDEN = ("Traceback", "SELECT", SECRET_MARKER)
 ERROR_KEYS = {"type", "subtype", "code", "message", "hint"}
 VIEWER_DATASETS = ["archives", "containers", "images", "projects", "repo_stats", "workloads"]
@@ -651,3 +651,43 @@ async def test_missing_arguments_are_an_empty_object(analyst):
     assert r.is_error is False and r.structured_content["data"]["role"] == "analyst"
     err = await analyst.refused("ontoos_explore", {}, "EX102", "INVALID_REQUEST")
     assert "dataset" in err["message"] or "dataset" in err["hint"]
+
+
+# ---------------------------------------------------------------- evidence: stats and requirements
+
+
+async def test_stats_gives_each_readable_dataset_its_evidence_and_nothing_of_the_others(viewer, analyst, demo):
+    env = await viewer.ok("ontoos_stats", {})
+    names = [d["name"] for d in env["data"]["datasets"]]
+    assert names == VIEWER_DATASETS and env["data"]["role"] == "viewer"
+    by_name = {d["name"]: d for d in env["data"]["datasets"]}
+    assert by_name["workloads"]["evidence"]["freshness"]["class"] == "exact"
+    assert set(by_name["workloads"]["evidence"]["source_batch"]) == {"gitlab", "k8s"}  # its project's too
+    assert by_name["images"]["evidence"]["freshness"]["class"] == "estimated"  # registry: publish time only
+    assert all(d["status"] == "ok" and d["evidence"]["consistency"] == "unverified" for d in env["data"]["datasets"])
+    wide = {d["name"]: d for d in (await analyst.ok("ontoos_stats", {"what": "freshness"}))["data"]["datasets"]}
+    assert wide["hosts"]["evidence"]["freshness"]["unknown_because"] == "no source feeds hosts"
+    assert wide["tables"]["evidence"]["freshness"]["fresh"] is False  # cmdb: stale past its threshold
+    err = await viewer.refused("ontoos_stats", {"what": "sizes"}, "EX102", "INVALID_REQUEST")
+    assert "freshness" in err["message"]
+
+
+async def test_stats_is_read_only_annotated(viewer):
+    tool = viewer.tools["ontoos_stats"]
+    assert tool.annotations.read_only_hint is True and tool.annotations.destructive_hint is False
+
+
+async def test_a_freshness_requirement_over_mcp(analyst):
+    met = await analyst.ok("ontoos_explore", {"dataset": "workloads", "fields": ["name"], "limit": 1,
+                                               "require": {"max_age_s": 10**8, "consistency": "fixed_read"}})
+    assert met["data"]["rows"] and met["meta"]["evidence"]["consistency"] == "fixed_read"
+    err = await analyst.refused("ontoos_explore", {"dataset": "tables", "fields": ["table_name"],
+                                                   "require": {"max_age_s": 3600}}, "EX701", "CONSISTENCY_UNVERIFIED")
+    assert "older than the 3600 s required" in err["message"]
+    err = await analyst.refused("ontoos_explore", {"dataset": "tables", "fields": ["table_name"],
+                                                   "require": {"max_age": 1}}, "EX102", "INVALID_REQUEST")
+    assert "did you mean 'max_age_s'" in err["hint"]
+    err = await analyst.refused("ontoos_run_query", {"id": "nosuch", "require": {"max_age_s": 1}},
+                                "EX208", "UNKNOWN_QUERY")
+    schema = analyst.tools["ontoos_explore"].input_schema
+    assert "require" in schema["properties"]

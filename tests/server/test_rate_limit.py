@@ -28,6 +28,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from pydantic import ValidationError
 
 from ontoos_explore.server.config import Principal, RateLimit, RateLimitConfig, RateLimiter, ServerConfig
+from ontoos_explore.server.tools import TOOLS
 from tests.server.test_hostile_support import PREFIX, assert_envelope, request, start_hostile_server, token
 
 QUESTION = json.dumps({"dataset": "workloads", "fields": ["name"], "limit": 1})
@@ -187,7 +188,7 @@ async def test_mcp_over_http_over_the_limit_is_a_tool_error(server):
     env = json.loads(third.content[0].text)
     err = assert_envelope(env, "EX412", "retry in")
     assert env["meta"]["retry_after_s"] >= 10 and f"retry in {env['meta']['retry_after_s']} s" in err["hint"]
-    assert len(listed.tools) == 4
+    assert len(listed.tools) == len(TOOLS)
     rows = audit_events(server.audit_dsn, "mia", "EX412", 1)
     assert rows == [("mcp", "refused", "policy", "QUERY_BUDGET_EXCEEDED", "analyst")]
 

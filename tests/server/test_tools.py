@@ -38,6 +38,7 @@ from ontoos_explore.server.tools import (
     ExploreInput,
     QueriesInput,
     RunQueryInput,
+    StatsInput,
     Tools,
     input_schema,
     validate,
@@ -236,7 +237,8 @@ def test_the_published_schemas_are_the_models():
     assert {"$ref": "#/$defs/FilterObject"} == explore["properties"]["filter"]["anyOf"][1]["items"]
     assert input_schema(QueriesInput) == {"type": "object", "properties": {}, "additionalProperties": False}
     assert input_schema(RunQueryInput)["required"] == ["id"]
-    assert [model for _, _, model in TOOLS.values()] == [CatalogInput, ExploreInput, QueriesInput, RunQueryInput]
+    assert [model for _, _, model in TOOLS.values()] == [CatalogInput, ExploreInput, QueriesInput, RunQueryInput,
+                                                         StatsInput]
 
 
 # ================================================================ unknown tools, rate limits

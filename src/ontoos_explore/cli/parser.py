@@ -140,6 +140,24 @@ def build_parser() -> argparse.ArgumentParser:
     _format_arg(n)
     _require_args(n)
 
+    o = sub.add_parser("doctor", help="check the deployment: database, contract, drift, grants, freshness, registry",
+                       description="Check everything the service depends on and say what is wrong, with its place "
+                                   "in the contract. Exit 0 clean (warnings allowed), 2 problems found, 1 could not run.")
+    _contract_arg(o)
+    _dsn_arg(o)
+    o.add_argument("--json", action="store_true", help="JSON (the default when stdout is not a terminal)")
+    o.add_argument("--queries", metavar="FILE", help="registry YAML (default: $ONTOOS_QUERIES, else queries.yaml)")
+    o.add_argument("--server", metavar="URL", help="also check a running server: its health, and the token")
+    o.add_argument("--token-file", metavar="FILE", help="with --server: a file holding a bearer token to try")
+
+    t = sub.add_parser("stats", help="what the service can say about the lake: freshness",
+                       description="freshness: each dataset the role may read, with the evidence its answers carry.")
+    t.add_argument("what", choices=("freshness",))
+    _contract_arg(t)
+    _role_arg(t)
+    _dsn_arg(t)
+    _format_arg(t)
+
     d = sub.add_parser("demo", help="run example explorations on the embedded demo lakehouse",
                        description="Start the embedded PostgreSQL, load the demo lakehouse if needed, and run "
                                    "example explorations: joins, aggregates, a clamp note, and refusals.")

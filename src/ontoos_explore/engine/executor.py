@@ -24,7 +24,7 @@ selectivity of constants such as always-filters: a query the values' own
 plan puts at 157,000 came out at 64,000, under a 100,000 ceiling.)
 
 PostgreSQL's error texts never reach the caller (they can carry data
-values): SQLSTATEs are translated into envelopes in `translate()`.
+values): SQLSTATEs are translated into envelopes in `translate.py`.
 """
 
 from __future__ import annotations
@@ -42,10 +42,9 @@ from psycopg import errors as pgerr
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..compiler import CompiledQuery
-from ..errors import Codes, ExploreError, InternalError, UpstreamError
 from ..evidence import Batch
-from ..names import quote_list
 from .publish_log import batches, current_batches_sql, may_read_log
+from .translate import cost_budget, time_budget, translate, translate_plain
 from .rows import json_rows, load_as_text
 from .settings import Settings
 
@@ -202,6 +201,30 @@ class Executor:
             return {"reachable": False}
         return {"reachable": True, "version": version, "standby": bool(standby)}
 
+    async def read_batches(self, spec, role: str) -> list[Batch] | None:
+        """The current batch of each of `spec`'s sources, read as `role`'s database role in a READ ONLY
+        transaction of its own (no rows with them: `ontoos stats`); None when the role may not read the log."""
+        if spec is None or not spec.sources:
+            return None
+        db_role = self.db_role(role) if self.settings.query_roles else None
+        try:
+            async with self.pool.connection(timeout=self.settings.pool_timeout_s) as conn:
+                if not await self._may_read_log(conn, db_role, spec):
+                    return None
+                control, evidence = conn.cursor(), conn.cursor()
+                async with conn.pipeline():
+                    await control.execute(BEGIN)
+                    budget = ["5000", "2000", "10000"]  # a few index lookups: 5 s is far past any
+                    if db_role is None:
+                        await control.execute(BUDGET, budget)
+                    else:
+                        await control.execute(BUDGET_AND_ROLE, [*budget, db_role])
+                    await evidence.execute(current_batches_sql(spec.schema, spec.table), [list(spec.sources)])
+                    await control.execute(END)
+                    return batches(await evidence.fetchall())
+        except (psycopg.Error, PoolTimeout) as e:
+            raise translate_plain(e) from None
+
     async def run(self, q: CompiledQuery, *, dry_run: bool = False) -> Outcome:
         """Run (or, with dry_run, only plan) one compiled exploration."""
         started = time.perf_counter()
@@ -328,58 +351,3 @@ async def _rollback(conn) -> None:
             await conn.rollback()
     except psycopg.Error:
         log.debug("rollback after a failed exploration failed", exc_info=True)
-
-
-# ---------------------------------------------------------------- translation
-
-
-def time_budget(q: CompiledQuery, reason: str = "STATEMENT_TIMEOUT") -> ExploreError:
-    """The answer for every way a time budget runs out; `reason` (for the audit) says which."""
-    return ExploreError(
-        Codes.TIME_BUDGET,
-        f"the exploration ran longer than its time budget of {q.plan.timeout_ms} ms",
-        hint="add a filter, follow fewer relations, or lower the limit "
-        f"(role {q.plan.role} may run {q.plan.timeout_ms} ms)",
-        reason=reason,
-    )
-
-
-def cost_budget(q: CompiledQuery, cost: float, ceiling: float) -> ExploreError:
-    """Over the cost budget. The planner's figure is for the audit (`detail`), never the caller: it
-    depends on rows the caller may not see (always-filtered ones), so it would be an oracle on them."""
-    dataset = q.datasets[0]
-    useful = q.plan.hint_columns(dataset)
-    return ExploreError(
-        Codes.COST_BUDGET,
-        f"the exploration would cost more than the budget of {ceiling:,.0f} for role {q.plan.role}",
-        hint=f"filter {dataset}" + (f" (e.g. on {quote_list(useful)})" if useful else "")
-        + ", follow fewer relations, or lower the limit",
-        reason="COST_BUDGET",
-        detail={"cost": cost},
-    )
-
-
-def translate(e: BaseException, q: CompiledQuery) -> ExploreError:
-    """A psycopg or pool failure -> an envelope error. Never the server's text."""
-    if isinstance(e, PoolTimeout):
-        return UpstreamError("no database connection is available", reason="POOL_TIMEOUT")
-    state = getattr(e, "sqlstate", None) or ""
-    if isinstance(e, pgerr.LockNotAvailable):
-        return time_budget(q, "LOCK_TIMEOUT")
-    if isinstance(e, pgerr.QueryCanceled):  # the server's words are read here, never relayed
-        timeout = "statement timeout" in (getattr(e.diag, "message_primary", None) or "")
-        return time_budget(q, "STATEMENT_TIMEOUT" if timeout else "CANCELLED_ON_SERVER")
-    if isinstance(e, pgerr.InsufficientPrivilege):
-        log.error("the database refused a read for %s (%s): the third wall held", q.fingerprint, q.shape)
-        return InternalError("the exploration could not be run", reason="DATABASE_DENIED", code=Codes.DATABASE_DENIED)
-    if state.startswith("22"):
-        return ExploreError(
-            Codes.VALUE_REJECTED,
-            "PostgreSQL could not use one of the values",
-            hint="check the literals against the column types (ontoos catalog DATASET)",
-            reason=f"SQLSTATE_{state}",
-        )
-    if isinstance(e, psycopg.OperationalError) or state[:2] in ("08", "53", "57"):
-        return UpstreamError(reason=f"SQLSTATE_{state or 'NONE'}")
-    log.error("unexpected database failure for %s: %s SQLSTATE %s", q.fingerprint, type(e).__name__, state)
-    return InternalError("the exploration failed in the database", reason=f"SQLSTATE_{state}", code=Codes.DATABASE_ERROR)

@@ -70,13 +70,17 @@ def batches(rows: Sequence[Sequence[str | None]]) -> list[Batch]:
             if (published := _time(published_text)) is not None]
 
 
-def _time(text: str | None) -> dt.datetime | None:
-    """A timestamptz's text as an aware datetime; None for null, and for what is no point in time
-    Python can age ('infinity', a BC date, a column without a time zone): unknown, never a failure."""
+def _time(text: str | dt.datetime | None) -> dt.datetime | None:
+    """A timestamptz's text (or the datetime a connection's own loaders made of it) as an aware datetime;
+    None for null, and for what is no point in time Python can age ('infinity', a BC date, a column
+    without a time zone): unknown, never a failure."""
     if text is None:
         return None
-    try:
-        t = dt.datetime.fromisoformat(text)
-    except ValueError:
-        return None
+    if isinstance(text, dt.datetime):
+        t = text
+    else:
+        try:
+            t = dt.datetime.fromisoformat(text)
+        except (TypeError, ValueError):
+            return None
     return t if t.tzinfo is not None else None

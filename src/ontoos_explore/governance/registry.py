@@ -137,15 +137,21 @@ class Registry:
                 log.warning("named query %s skipped: %s", ident, problems[-1][1])
         return cls(contract, entries, problems)
 
-    def visible(self, role_name: str) -> list[NamedQuery]:
+    def visible(self, role_name: str, statuses: tuple[str, ...] = ("approved",)) -> list[NamedQuery]:
+        """The entries (approved ones, unless `statuses` says otherwise) whose datasets the role may read."""
         role = self.contract.role(role_name)
         scope = self.contract.scope(role)
         return [q for q in self.entries.values()
-                if q.status == "approved" and all(fold(d) in scope for d in q.datasets)]
+                if q.status in statuses and all(fold(d) in scope for d in q.datasets)]
 
     async def run(self, explorer: Explorer, role_name: str, ident: Any, params: Any,
                   require: Require | None = None) -> Answer:
-        visible = {fold(q.id): q for q in self.visible(role_name)}
+        return await explorer.run_compiled(self.compiled(role_name, ident, params), require)
+
+    def compiled(self, role_name: str, ident: Any, params: Any,
+                 statuses: tuple[str, ...] = ("approved",)) -> CompiledQuery:
+        """A named query the role may run, with its parameters bound, as the executor runs it."""
+        visible = {fold(q.id): q for q in self.visible(role_name, statuses)}
         entry = visible.get(fold(ident)) if isinstance(ident, str) else None
         if entry is None:
             hint, _ = did_you_mean(str(ident), [q.id for q in visible.values()], "named queries you may run")
@@ -160,7 +166,7 @@ class Registry:
             columns=entry.columns, datasets=entry.datasets, relations=(), limit=plan.max_rows, notes=entry.notes,
             plan=plan, contract_hash=self.contract.hash, reads=entry.reads, touches=entry.touches,
         )
-        return await explorer.run_compiled(q, require)
+        return q
 
 
 def verify(entry: NamedQuery, contract: Contract) -> NamedQuery:

@@ -40,6 +40,7 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from ..envelope import Answer
 from ..errors import ExploreError, headers_too_slow, too_many_connections
 
 log = logging.getLogger("ontoos_explore.http")
@@ -86,8 +87,15 @@ class ConnectionLimits:
         self.open: dict[str, int] = {}  # client address -> connections admitted and not yet closed
         self._crowded: set[str] = set()  # addresses refused since they reached their cap (logged once)
         self._full = False  # the server at max_connections (logged once)
-        self.too_many = _response(too_many_connections(per_client), b"retry-after: 1\r\n")
-        self.too_slow = _response(headers_too_slow(header_timeout_s))
+
+    @property
+    def too_many(self) -> bytes:
+        """The 429 for a connection past the address's cap (made when sent: its `_notice` is the current one)."""
+        return _response(too_many_connections(self.per_client), b"retry-after: 1\r\n")
+
+    @property
+    def too_slow(self) -> bytes:
+        return _response(headers_too_slow(self.header_timeout_s))
 
     def admit(self, address: str) -> bool:
         held = self.open.get(address, 0)
@@ -119,7 +127,7 @@ class ConnectionLimits:
 
 def _response(e: ExploreError, extra: bytes = b"") -> bytes:
     """A whole HTTP/1.1 answer with the refusal's envelope, for a connection that is then closed."""
-    body = json.dumps(e.to_envelope()).encode("utf-8")
+    body = json.dumps(Answer.refusal(e).envelope).encode("utf-8")  # made presentable, its _notice with it
     status = e.error_code.status
     reason = {408: b"Request Timeout", 429: b"Too Many Requests"}.get(status, b"Error")
     return (b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n%s\r\n"

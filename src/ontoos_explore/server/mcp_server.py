@@ -35,7 +35,8 @@ from .. import __version__
 from ..envelope import Answer
 from ..errors import InternalError
 from .config import Principal
-from .tools import INSTRUCTIONS, READ_ONLY, TOOLS, Tools, input_schema, output_schema
+from .tool_models import INSTRUCTIONS, READ_ONLY, TOOLS, input_schema, output_schema
+from .tools import Tools
 
 log = logging.getLogger("ontoos_explore.mcp")
 

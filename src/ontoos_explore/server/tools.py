@@ -22,9 +22,9 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SkipValidation, ValidationError
+from pydantic import BaseModel
 
 from ..catalog import describe_dataset, list_datasets, status
 from ..contract import Contract
@@ -34,187 +34,14 @@ from ..errors import Codes, ExploreError, InputError, cancelled, no_token, rate_
 from ..grammar.forms import from_json
 from ..grammar.limits import CheckedJSON, check_json
 from ..ir import Exploration
-from ..names import close_matches
 from ..offload import INLINE_SOURCE, off_loop, source_size
 from ..require import read as read_require
 from ..service import Explorer
+from ..stats import freshness
 from .config import Principal, RateLimiter
-
-INSTRUCTIONS = """\
-Read-only exploration of an R&D-ontology lakehouse (code projects, Kubernetes workloads and containers,
-images, code archives, the tables code reads and writes, databases, configs, hosts).
-Workflow: ontoos_catalog to see the datasets and columns your role may read; ontoos_explore to ask
-(dry_run: true first when unsure); on a refusal, read error.hint and, when present, send error.retry_with
-as the next ontoos_explore arguments unchanged. Names are matched case-insensitively. Filters:
-= != < <= > >=, in (...), between ... and ..., is [not] null, [not] like/ilike; strings in single quotes;
-combine with and/or/not. Rows are capped by your role; meta.truncated true means more rows exist.
-Prefer a named query (ontoos_queries, ontoos_run_query) when one answers the question."""
-
-
-# ---------------------------------------------------------------- the input models
-# Each is validated strictly, and published as the tool's input schema. A field typed
-# SkipValidation[...] is published with its type but read by the JSON-form reader, whose
-# messages name the place ("'fields' must be a list of strings", "dataset must be a name").
-# `refusals`: the message and hint for a field the model itself refuses.
-
-
-class FilterObject(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    field: str = Field(description="Column: name, or relation.name for a followed relation")
-    op: str = Field("=", description="= != < <= > >= in, not in, between, is null, is not null, like, ilike, ...")
-    value: str | int | float | bool | list[str | int | float | bool] | None = Field(
-        None, description="A value; a list for in/between; absent for is null")
-
-
-REQUIRE = ("What the answer's evidence must show, else it is refused (CONSISTENCY_UNVERIFIED) without rows: "
-           "max_age_s, the data collected at most this many seconds ago; consistency \"fixed_read\", the rows "
-           "and their evidence read in one snapshot")
-
-
-class RequireInput(BaseModel):
-    """The schema of `require` (read by `require.read`, which names what is wrong)."""
-
-    model_config = ConfigDict(extra="forbid")
-    max_age_s: int | None = Field(None, ge=0, description="Most seconds since the data was collected")
-    consistency: Literal["any", "fixed_read"] = Field("any", description="fixed_read: rows and evidence, one snapshot")
-
-
-class ExploreInput(BaseModel):
-    """The JSON form of an exploration (the README's "The language"), plus dry_run."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-    refusals: ClassVar[dict[str, tuple[str, str]]] = {
-        "dry_run": ("'dry_run' must be true or false", 'e.g. "dry_run": true')}
-    dataset: SkipValidation[str | None] = Field(None, description="Dataset to explore (see ontoos_catalog)")
-    fields: SkipValidation[list[str] | None] = Field(
-        None,
-        description='Columns or aggregates, e.g. ["name", "count()", "sum(cpu_millis) as cpu", "relation.column"]')
-    filter: SkipValidation[str | list[FilterObject] | None] = Field(
-        None,
-        description="A predicate, e.g. \"namespace = 'prod' and replicas > 2\", "
-                    "or a list of {field, op, value} (ANDed)")
-    relations: SkipValidation[list[str] | None] = Field(
-        None, description="Relations to follow (joins), from ontoos_catalog")
-    group_by: SkipValidation[list[str] | None] = Field(
-        None, description="Columns to group by; every plain field must be listed when aggregating")
-    order_by: SkipValidation[list[str] | None] = Field(
-        None, description='Order keys: a column or alias; "-name" or "name desc" for descending')
-    limit: SkipValidation[int | None] = Field(
-        None, description="Most rows to return; lowered to your role's budget with a note")
-    query: SkipValidation[str | None] = Field(
-        None, description="The whole exploration in text form instead of the keys above")
-    dry_run: bool = Field(False, description="Return the plan (datasets, limit, cost estimate, notes) instead of rows")
-    require: SkipValidation[RequireInput | None] = Field(None, description=REQUIRE)
-
-
-class CatalogInput(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    refusals: ClassVar[dict[str, tuple[str, str]]] = {
-        "dataset": ("'dataset' must be a string", 'e.g. {"dataset": "workloads"}')}
-    dataset: str | None = Field(None, description="Describe this dataset; leave out to list every readable dataset")
-
-
-class QueriesInput(BaseModel):
-    """ontoos_queries takes no arguments."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-    refusals: ClassVar[dict[str, tuple[str, str]]] = {}
-
-
-class RunQueryInput(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    refusals: ClassVar[dict[str, tuple[str, str]]] = {
-        "id": ("'id' must be a string", 'e.g. {"id": "<a named query id from ontoos_queries>", "params": {}}')}
-    id: str = Field(description="Named query id, from ontoos_queries")
-    params: SkipValidation[dict[str, Any]] = Field(default_factory=dict, description="Parameter values by name")
-    require: SkipValidation[RequireInput | None] = Field(None, description=REQUIRE)
-
-
-class Meta(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    exploration_id: str | None = None
-    contract_hash: str | None = None
-
-
-class Envelope(BaseModel):
-    """A success envelope: data plus meta (rows, truncated, limit, notes, ...)."""
-
-    model_config = ConfigDict(extra="allow")
-    ok: Literal[True]
-    data: dict[str, Any]
-    meta: Meta
-
-
-EXPLORE_ARGUMENTS = tuple(ExploreInput.model_fields)
-
-READ_ONLY = {"read_only_hint": True, "destructive_hint": False, "idempotent_hint": True, "open_world_hint": False}
-
-# name -> (title, description, input model); the order is the order tools are listed in.
-TOOLS: dict[str, tuple[str, str, type[BaseModel]]] = {
-    "ontoos_catalog": (
-        "List or describe datasets",
-        "List the datasets your role may read, or describe one: its readable columns (types, enum values), "
-        "the relations that start there, and the limits. Start here before ontoos_explore.",
-        CatalogInput,
-    ),
-    "ontoos_explore": (
-        "Explore the lakehouse",
-        "Ask a structural question: a dataset, fields (columns or aggregates), an optional filter, relations to "
-        "follow, group/order/limit. Returns rows. Use ontoos_catalog first for the names; a refusal carries a hint "
-        "and often retry_with, the corrected arguments. dry_run shows the plan and cost without reading rows.",
-        ExploreInput,
-    ),
-    "ontoos_queries": (
-        "List named queries",
-        "List the reviewed named queries you may run, with their parameters. Prefer one when it answers the question.",
-        QueriesInput,
-    ),
-    "ontoos_run_query": (
-        "Run a named query",
-        "Run a reviewed named query by id with its parameters (see ontoos_queries). Same budgets and envelope as "
-        "ontoos_explore.",
-        RunQueryInput,
-    ),
-}
-
-
-def input_schema(model: type[BaseModel]) -> dict[str, Any]:
-    if not model.model_fields:
-        return {"type": "object", "properties": {}, "additionalProperties": False}
-    schema = model.model_json_schema()
-    schema.setdefault("additionalProperties", False)
-    return schema
-
-
-def output_schema() -> dict[str, Any]:
-    return Envelope.model_json_schema()
-
-
-def validate(tool: str, model: type[BaseModel], arguments: dict[str, Any]) -> BaseModel:
-    """`arguments` as the tool's input model, or the refusal: an unknown argument first (with
-    did-you-mean, and retry_with the call with it renamed when one name is close), then the first
-    field the model refuses, in the model's order."""
-    try:
-        return model.model_validate(arguments)
-    except ValidationError as e:
-        errors = e.errors(include_url=False)
-    allowed = tuple(model.model_fields)
-    unknown = [k for k in arguments if k not in allowed]
-    if unknown:
-        key = str(unknown[0])
-        close = close_matches(key, allowed, n=1)
-        retry = None
-        if close and close[0] not in arguments and len(unknown) == 1:
-            retry = {(close[0] if k == key else k): v for k, v in arguments.items()}
-        listing = f"arguments: {', '.join(allowed)}" if allowed else f"{tool} takes no arguments"
-        raise InputError(Codes.INVALID_REQUEST, f"{tool} has no argument '{key[:40]}'",
-                         hint=(f"did you mean '{close[0]}'? " if close else "") + listing, retry_with=retry)
-    refused = {err["loc"][0] for err in errors if err.get("loc")}
-    for name in allowed:
-        if name in refused:
-            message, hint = model.refusals.get(name) or (f"'{name}' is not valid", f"see the input schema of {tool}")
-            raise InputError(Codes.INVALID_REQUEST, message, hint=hint)
-    raise InputError(Codes.INVALID_REQUEST, "the arguments are not valid", hint=f"see the input schema of {tool}")
+from .tool_models import (  # noqa: F401 - the tools as data, re-exported for the surfaces
+    EXPLORE_ARGUMENTS, INSTRUCTIONS, READ_ONLY, TOOLS, CatalogInput, Envelope, ExploreInput, FilterObject, Meta,
+    QueriesInput, RequireInput, RunQueryInput, StatsInput, input_schema, output_schema, validate)
 
 
 def _source(name: str, arguments: Any) -> Any:
@@ -245,7 +72,7 @@ def _asked(name: str, arguments: Any) -> Exploration | None:
 OPTIONS = ("dry_run", "require")  # ontoos_explore's arguments that are not the exploration
 
 Handler = Callable[[BaseModel, dict[str, Any], Principal], Awaitable[Answer]]
-QUERYING = ("ontoos_explore", "ontoos_run_query")  # the tools that take a database connection
+QUERYING = ("ontoos_explore", "ontoos_run_query", "ontoos_stats")  # the tools that take a database connection
 
 
 class Tools:
@@ -259,7 +86,7 @@ class Tools:
         self.limiter = limiter if limiter is not None else RateLimiter()  # (an empty one is falsy)
         self.handlers: dict[str, Handler] = {
             "ontoos_catalog": self._catalog, "ontoos_explore": self._explore,
-            "ontoos_queries": self._queries, "ontoos_run_query": self._run_query}
+            "ontoos_queries": self._queries, "ontoos_run_query": self._run_query, "ontoos_stats": self._stats}
         self.in_flight: dict[str, int] = {}  # principal name -> queries running now (one event loop: no lock)
 
     # ------------------------------------------------------------ the entry point
@@ -398,6 +225,9 @@ class Tools:
         queries = self.registry.visible(principal.role) if self.registry else []
         lake = self.lake
         return self._ok({"queries": [{**q.describe(), **status(lake.named_refusal(q))} for q in queries]})
+
+    async def _stats(self, args: StatsInput, arguments: dict[str, Any], principal: Principal) -> Answer:
+        return self._ok(await freshness(self.explorer, principal.role))
 
     async def _run_query(self, args: RunQueryInput, arguments: dict[str, Any], principal: Principal) -> Answer:
         if self.registry is None:
