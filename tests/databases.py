@@ -39,3 +39,20 @@ def drop_created() -> None:
                 conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
         except psycopg.Error:
             pass  # the server is gone already (an embedded one stops with the session)
+
+
+def demo_database(pg_dsn: str, purpose: str, contract, *statements: str, prefix: str = "ontoos_q_") -> str:
+    """A new database with the demo lake and `contract`'s grants (roles `prefix`...), then `statements`
+    run in it (autocommit): the DSN."""
+    from ontoos_explore.engine import demo_data, grants
+    from tests.conftest import DEMO_SCALE, DEMO_SEED
+
+    dsn = new_database(pg_dsn, purpose)
+    with psycopg.connect(dsn) as conn:
+        demo_data.ensure(conn, scale=DEMO_SCALE, seed=DEMO_SEED)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for stmt in statements:
+            conn.execute(stmt)
+    with psycopg.connect(dsn) as conn:
+        grants.apply(conn, contract, prefix)
+    return dsn

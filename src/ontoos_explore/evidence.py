@@ -29,6 +29,7 @@ conservative over them:
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
@@ -86,7 +87,24 @@ def spec_for(contract: Contract, datasets: Iterable[Dataset], scope: frozenset[s
 def render(spec: EvidenceSpec | None, batches: Sequence[Batch] | None, *, consistent: bool,
            now: dt.datetime) -> dict[str, Any]:
     """`meta.evidence`. `batches`: each source's current batch (None: not read); `consistent`: read in
-    the rows' own snapshot."""
+    the rows' own snapshot. All but the age depends only on the spec and the batches, which change when
+    the lake publishes: it is worked out once per (spec, batches, consistent) and copied (`_fixed`)."""
+    fixed, oldest = _fixed(spec, None if batches is None else tuple(batches), consistent)
+    freshness = dict(fixed["freshness"])
+    if oldest is not None:
+        age = max(0, int((now - oldest).total_seconds()))
+        freshness["age_seconds"] = age
+        freshness["fresh"] = age <= spec.threshold_s
+        if "estimated_from" in freshness:
+            freshness["estimated_from"] = list(freshness["estimated_from"])
+    return {**fixed, "freshness": freshness, "source_batch": dict(fixed["source_batch"])}
+
+
+@functools.lru_cache(maxsize=1024)
+def _fixed(spec: EvidenceSpec | None, batches: tuple[Batch, ...] | None,
+           consistent: bool) -> tuple[dict[str, Any], dt.datetime | None]:
+    """The evidence without its age, and the time the age counts from (None: unknown). Never handed out
+    as it is: `render` copies what it changes and every mutable part."""
     current = {b.source: b for b in batches or ()}
     found = [current[s] for s in spec.sources if s in current] if spec else []
     source_batch = {b.source: b.batch_id for b in found}
@@ -94,12 +112,11 @@ def render(spec: EvidenceSpec | None, batches: Sequence[Batch] | None, *, consis
     known = spec is not None and batches is not None and bool(spec.sources) and not missing and not spec.unsourced
     freshness: dict[str, Any] = {"class": "unknown", "age_seconds": None,
                                  "threshold_seconds": spec.threshold_s if spec else None, "fresh": None}
+    oldest = None
     if known:
         estimated = [b.source for b in found if b.collected_at is None]
         oldest = min(b.collected_at or b.published_at for b in found)
-        age = max(0, int((now - oldest).total_seconds()))
-        freshness.update({"class": "estimated" if estimated else "exact", "age_seconds": age,
-                          "fresh": age <= spec.threshold_s})
+        freshness["class"] = "estimated" if estimated else "exact"
         if estimated:
             freshness["estimated_from"] = estimated
     else:
@@ -112,7 +129,7 @@ def render(spec: EvidenceSpec | None, batches: Sequence[Batch] | None, *, consis
         "consistency": "fixed_read" if consistent and known else "unverified",
         "source_batch": source_batch,
         "batch_fingerprint": fingerprint(source_batch) if source_batch else None,
-    }
+    }, oldest
 
 
 def _why_unknown(spec: EvidenceSpec | None, missing: list[str], unread: bool) -> str:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from ontoos_explore.engine import demo_data, grants
-from tests.conftest import DEMO_SCALE, DEMO_SEED
-from tests.databases import new_database
+from tests.databases import demo_database
 
 PREFIX = "ontoos_q_"
 # What moved in the lake since the contract was written: one of each kind of drift.
@@ -19,19 +17,11 @@ PLANTED = (
 )
 
 
-def demo_database(pg_dsn: str, purpose: str, contract, *planted: str) -> str:
-    dsn = new_database(pg_dsn, purpose)
-    with psycopg.connect(dsn) as conn:
-        demo_data.ensure(conn, scale=DEMO_SCALE, seed=DEMO_SEED)
-    with psycopg.connect(dsn) as conn:
-        grants.apply(conn, contract, PREFIX)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        for stmt in planted:
-            conn.execute(stmt)
-    return dsn
-
-
 @pytest.fixture(scope="module")
 def drifted_dsn(pg_dsn, demo) -> str:
-    """The demo lake with PLANTED applied."""
-    return demo_database(pg_dsn, "drift", demo, *PLANTED)
+    """The demo lake with PLANTED applied (after its grants: a revoke must find the grant)."""
+    dsn = demo_database(pg_dsn, "drift", demo)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for stmt in PLANTED:
+            conn.execute(stmt)
+    return dsn

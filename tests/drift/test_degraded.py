@@ -17,7 +17,8 @@ from ontoos_explore.engine.settings import Settings
 from ontoos_explore.service import Explorer
 
 from ..conftest import ROOT, executor_for
-from .conftest import PREFIX, demo_database
+from ..databases import demo_database
+from .conftest import PREFIX
 
 pytestmark = pytest.mark.anyio
 CONTRACT = str(ROOT / "contracts" / "demo.yaml")

@@ -224,3 +224,40 @@ async def test_a_named_query_is_held_to_a_requirement_too(pg_dsn, demo, tmp_path
         met = await registry.run(explorer, "analyst", "config_keys", {}, Require(consistency="fixed_read"))
     assert not refused.ok and refused.envelope["error"]["code"] == "EX701" and "data" not in refused.envelope
     assert met.ok and met.envelope["data"]["rows"]
+
+
+async def test_the_rows_and_their_batches_come_from_one_snapshot(pg_dsn, demo, tmp_path):
+    """A batch published while the query runs (after its snapshot) is not the answer's evidence: the
+    rows were read without it, so naming it would claim data the answer does not have. Under READ
+    COMMITTED the evidence statement, coming after the query, would see it."""
+    import asyncio
+
+    import yaml
+
+    from ontoos_explore.contract import load_contract
+    from tests.databases import demo_database
+
+    data = yaml.safe_load((ROOT / "contracts" / "demo.yaml").read_text())
+    data["datasets"]["slow"] = {"relation": "lake.slow", "sources": ["k8s"],
+                                "columns": {"id": {"type": "integer"}, "label": {"type": "text"}}}
+    data["read_sets"]["engineering"].append("slow")
+    path = tmp_path / "slow.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    contract = load_contract(path)
+    dsn = demo_database(pg_dsn, "snapshot", contract,
+                        "CREATE VIEW lake.slow AS SELECT 1 AS id, 'x'::text AS label FROM pg_sleep(0.6)")
+    ask = "explore slow fields id, label limit 1"
+    async with executor_for(dsn, contract) as executor:
+        explorer = Explorer(contract, executor)
+        before = (await explorer.explore(ask, "analyst")).envelope["meta"]["evidence"]["source_batch"]["k8s"]
+        running = asyncio.ensure_future(explorer.explore(ask, "analyst"))
+        await asyncio.sleep(0.3)  # the query is sleeping in its snapshot
+        now = dt.datetime.now(dt.timezone.utc)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("INSERT INTO lake.publish_log VALUES ('k8s', 'published-meanwhile', %s, %s, %s)",
+                         [now, now, now])
+        during = await running
+        after = await explorer.explore(ask, "analyst")
+    assert during.ok and during.envelope["meta"]["evidence"]["consistency"] == "fixed_read"
+    assert during.envelope["meta"]["evidence"]["source_batch"]["k8s"] == before  # the snapshot's batch
+    assert after.envelope["meta"]["evidence"]["source_batch"]["k8s"] == "published-meanwhile"

@@ -64,10 +64,18 @@ def current_batches_sql(schema: str, table: str) -> str:
 def batches(rows: Sequence[Sequence[str | None]]) -> list[Batch]:
     """The statement's rows (PostgreSQL's text: timestamptz as 'YYYY-MM-DD hh:mm:ss[.ffffff]+00') as
     `Batch`es; a row without a published_at it can read is no current batch (its source's evidence is
-    then unknown)."""
-    return [Batch(source, batch_id, _time(collected), published, _time(as_of))
-            for source, batch_id, collected, published_text, as_of in rows
-            if (published := _time(published_text)) is not None]
+    then unknown). The same rows (the lake has not published since) are read once."""
+    try:
+        return list(_batches(tuple(tuple(r) for r in rows)))
+    except TypeError:  # a value that cannot be hashed (a connection's own loader's): read it each time
+        return list(_batches.__wrapped__(rows))
+
+
+@functools.lru_cache(maxsize=256)
+def _batches(rows) -> tuple[Batch, ...]:
+    return tuple(Batch(source, batch_id, _time(collected), published, _time(as_of))
+                 for source, batch_id, collected, published_text, as_of in rows
+                 if (published := _time(published_text)) is not None)
 
 
 def _time(text: str | dt.datetime | None) -> dt.datetime | None:
