@@ -70,8 +70,12 @@ async def diagnose(contract_path: Path, settings: Settings, server: str | None =
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True, connect_timeout=5) as conn:
             catalog, found = await drift_.inspect(conn, contract, settings)
             lag = (await (await conn.execute(LAG)).fetchone())[0]
-            checks.append(_database(catalog, lag))
-            checks += [_drift(found), _grants(found, settings), await _freshness(conn, contract, found)]
+            checks += [_database(catalog, lag), _drift(found), _grants(found, settings)]
+            try:
+                checks.append(await _freshness(conn, contract, found))
+            except psycopg.Error as e:  # the log is there but fails to read (a view that errors, a timeout)
+                checks.append(Check("freshness", FAIL, "the publish log fails to read",
+                                    [{"sqlstate": getattr(e, "sqlstate", None) or type(e).__name__}]))
     except (psycopg.Error, OSError, ExploreError) as e:
         checks.append(Check("database", FAIL, "the database cannot be reached", [{"error": type(e).__name__}]))
         return checks + _skipped("the database cannot be reached", server)[1:]

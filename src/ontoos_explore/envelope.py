@@ -27,20 +27,29 @@ if TYPE_CHECKING:
 MAX_MESSAGE = 500  # characters of an error message shown; a longer one echoes far too much input
 
 # What the process tells every client in every envelope (`_notice`: min_cli_version, schema_drift,
-# contract_hash), from the service running in it (`install_notice`); none installed: no `_notice`.
-_notice: Callable[[], dict[str, Any]] | None = None
+# contract_hash). An answer whose maker knows its caller carries that caller's notice (`notice=`: the
+# service's, for the caller's role); any other (a surface's refusal before anyone is known) the notice of
+# the server the process runs (`install_notice`), if one is installed.
+_installed: list[Callable[[], dict[str, Any]]] = []  # the latest installed is the one used
 
 
-def install_notice(provider: Callable[[], dict[str, Any]] | None) -> Callable[[], dict[str, Any]] | None:
-    """Make `provider()` the `_notice` of every envelope made from now on; returns the one it replaces."""
-    global _notice
-    previous, _notice = _notice, provider
-    return previous
+def install_notice(provider: Callable[[], dict[str, Any]]) -> Callable[[], None]:
+    """Make `provider()` the `_notice` of envelopes made without one; returns the call that removes it
+    again, and only it (lifetimes that overlap, closing in any order, leave none of theirs behind)."""
+    _installed.append(provider)
+
+    def remove() -> None:
+        if provider in _installed:
+            _installed.remove(provider)
+
+    return remove
 
 
-def _stamped(envelope: dict[str, Any]) -> dict[str, Any]:
-    if _notice is not None:
-        envelope["_notice"] = _notice()
+def _stamped(envelope: dict[str, Any], notice: dict[str, Any] | None) -> dict[str, Any]:
+    if notice is None and _installed:
+        notice = _installed[-1]()
+    if notice is not None:
+        envelope["_notice"] = dict(notice)  # a copy: no envelope shares the service's state
     return envelope
 
 
@@ -125,13 +134,16 @@ class Answer:
 
     @classmethod
     def success(cls, envelope: dict[str, Any], compiled: CompiledQuery | None = None,
-                exploration: Exploration | None = None, cost: float | None = None) -> Answer:
-        return cls(_stamped(envelope), compiled, None, exploration, cost)
+                exploration: Exploration | None = None, cost: float | None = None,
+                notice: dict[str, Any] | None = None) -> Answer:
+        return cls(_stamped(envelope, notice), compiled, None, exploration, cost)
 
     @classmethod
     def refusal(cls, error: ExploreError, compiled: CompiledQuery | None = None,
-                exploration: Exploration | None = None, **meta: Any) -> Answer:
-        """The error envelope, made presentable; `meta` adds exploration_id, contract_hash, ..."""
-        return cls(_stamped(presentable(error.to_envelope(**meta))), compiled, error,
+                exploration: Exploration | None = None, notice: dict[str, Any] | None = None,
+                **meta: Any) -> Answer:
+        """The error envelope, made presentable; `meta` adds exploration_id, contract_hash, ...;
+        `notice` the caller's `_notice` (else the installed one's)."""
+        return cls(_stamped(presentable(error.to_envelope(**meta)), notice), compiled, error,
                    exploration if exploration is not None else getattr(error, "exploration", None),
                    (error.detail or {}).get("cost"))

@@ -53,7 +53,7 @@ def read(value: Any) -> Require | None:
     age = value.get("max_age_s")
     if age is not None and (isinstance(age, bool) or not isinstance(age, int) or not 0 <= age <= 10**9):
         raise _bad("'require.max_age_s' must be a whole number of seconds, 0 or more", 'e.g. "max_age_s": 3600')
-    consistency = value.get("consistency", "any")
+    consistency = value.get("consistency") or "any"  # absent or null: any, as a null max_age_s is none
     if consistency not in CONSISTENCY:
         raise _bad("'require.consistency' must be \"any\" or \"fixed_read\"",
                    '"fixed_read": the rows and their evidence read in one snapshot')

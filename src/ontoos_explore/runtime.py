@@ -20,7 +20,6 @@ from .drift import LakeState
 from .engine import embedded, grants
 from .engine.executor import Executor, open_pool
 from .engine.settings import Settings
-from .envelope import install_notice
 from .errors import Codes, ExploreError, UpstreamError
 from .service import Explorer
 
@@ -72,14 +71,12 @@ def resolve_dsn(settings: Settings, contract: Contract, *, load_demo: bool = Tru
 async def open_explorer(contract: Contract, settings: Settings, dsn: str, *,
                         compare: bool = True) -> AsyncIterator[Explorer]:
     """An Explorer on a pool of `dsn`, the contract compared with the database first (`compare`: what
-    drifted is refused clearly), its `_notice` on every envelope made meanwhile."""
+    drifted is refused clearly; its answers' `_notice` says whether it did)."""
     pool = await open_pool(dsn, settings)
     lake = LakeState(contract, settings.min_cli_version)
-    previous = install_notice(lambda: lake.notice)
     try:
         if compare:
             lake.update(await drift.check(pool, contract, settings))
         yield Explorer(contract, Executor(pool, settings), lake=lake)
     finally:
-        install_notice(previous)
         await pool.close()

@@ -70,8 +70,8 @@ def cost_class(cost: float | None, ceiling: float | None) -> str:
 def plan_envelope(q: CompiledQuery, out: Outcome, exploration_id: str,
                   now: dt.datetime | None = None) -> dict[str, Any]:
     """A dry run: what would be read, by contract name, what it would cost, and the evidence it would carry."""
-    evidence = render(q.plan.evidence, out.batches, consistent=out.consistent,
-                      now=now or dt.datetime.now(dt.timezone.utc))
+    # no rows are read: the batches are those the answer would read, never `fixed_read` with rows
+    evidence = render(q.plan.evidence, out.batches, consistent=False, now=now or dt.datetime.now(dt.timezone.utc))
     return {
         "ok": True,
         "data": {
@@ -111,21 +111,30 @@ class Explorer:
         try:
             source, asked = split(source)
         except ExploreError as e:
-            return Answer.refusal(e, exploration_id=exploration_id, contract_hash=self.contract.hash)
+            return Answer.refusal(e, exploration_id=exploration_id, contract_hash=self.contract.hash,
+                                  notice=self.lake.notice_for(role))
         offload = source_size(source) > INLINE_SOURCE
-        return await self._answer(lambda: compile_exploration(source, self.contract, role, self.cache), dry_run,
-                                  offload, require or asked, exploration_id)
+        require = require or asked
+        answer = await self._answer(lambda: compile_exploration(source, self.contract, role, self.cache), dry_run,
+                                    offload, require, exploration_id, role)
+        if require is not None and answer.error is not None and answer.error.retry_with is not None:
+            # the retry must ask what the caller asked: sent back unchanged, it must keep the requirement
+            answer.error.retry_with = {**answer.error.retry_with, "require": require.to_json()}
+            answer.envelope["error"]["retry_with"] = answer.error.retry_with
+        return answer
 
     async def run_compiled(self, compiled: CompiledQuery, require: Require | None = None) -> Answer:
         """Run SQL compiled (and guarded) elsewhere: a named query."""
-        return await self._answer(lambda: compiled, False, require=require)
+        role = getattr(getattr(compiled, "plan", None), "role", None)  # whatever it is, it is answered
+        return await self._answer(lambda: compiled, False, require=require, role=role)
 
     async def _answer(self, compile_, dry_run: bool, offload: bool = False, require: Require | None = None,
-                      exploration_id: str | None = None) -> Answer:
+                      exploration_id: str | None = None, role: str | None = None) -> Answer:
         """`offload`: compile on a worker thread (a large source), the event loop free meanwhile; the same
         result and the same exceptions as inline (the template cache is thread-safe). An answer whose
         evidence cannot meet `require` is refused, its rows dropped, its evidence kept."""
         exploration_id = exploration_id or new_id()
+        notice = self.lake.notice_for(role)
         compiled = None
         evidence = None
         try:
@@ -138,11 +147,11 @@ class Explorer:
             envelope = render(compiled, out, exploration_id)
             evidence = envelope["meta"].get("evidence")
             check(require, evidence)
-            return Answer.success(envelope, compiled, cost=out.cost)
+            return Answer.success(envelope, compiled, cost=out.cost, notice=notice)
         except ExploreError as e:
             return Answer.refusal(e, compiled, exploration_id=exploration_id, contract_hash=self.contract.hash,
-                                  evidence=evidence)
+                                  evidence=evidence, notice=notice)
         except Exception:
             log.exception("exploration %s failed unexpectedly", exploration_id)
             return Answer.refusal(InternalError(reason="UNEXPECTED"), compiled, exploration_id=exploration_id,
-                                  contract_hash=self.contract.hash)
+                                  contract_hash=self.contract.hash, notice=notice)

@@ -5,6 +5,7 @@ the caller's read sets answers exactly as a name that does not exist."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 
 import psycopg
@@ -64,8 +65,8 @@ async def test_every_planted_change_is_found_with_its_place_in_the_contract(drif
 @pytest.mark.parametrize("ask, role, message", [
     ("explore databases fields name", "analyst", "dataset 'databases' is unavailable: its table does not exist"),
     ("explore hosts fields hostname, region", "admin", "column 'region' of hosts is unavailable: the column does not exist"),
-    ("explore workloads fields name, replicas", "viewer", "column 'replicas' of workloads is unavailable: the column "
-                                                          "is text in the database, not integer"),
+    ("explore workloads fields name, replicas", "viewer", "column 'replicas' of workloads is unavailable: its type "
+                                                          "in the database no longer reads as integer"),
     ("explore workloads fields name where replicas > 2", "viewer", "column 'replicas' of workloads"),
     ("explore tables via database fields table_name", "analyst", "dataset 'databases' is unavailable"),
 ])
@@ -148,6 +149,17 @@ async def test_named_queries_that_touch_what_moved_are_listed_degraded_and_refus
         refused = await registry.run(explorer, "admin", "db_names", {})
         answered = await registry.run(explorer, "admin", "host_names", {})
     assert refused.envelope["error"]["code"] == "EX702" and answered.ok
+    from ontoos_explore.server.config import Principal
+    from ontoos_explore.server.tools import Tools
+
+    async with executor_for(drifted_dsn, demo) as executor:
+        tools = Tools(demo, Explorer(demo, executor, lake=lake), registry)
+        listed = await tools.call("ontoos_queries", {}, Principal("ann", "admin"), "mcp")
+        catalog = await tools.call("ontoos_catalog", {}, Principal("ann", "admin"), "mcp")
+    statuses = {q["id"]: (q["status"], q.get("reason", "")) for q in listed.envelope["data"]["queries"]}
+    assert statuses["host_names"] == ("ok", "")
+    assert statuses["db_names"][0] == "degraded" and "dataset 'databases' is unavailable" in statuses["db_names"][1]
+    assert {d["name"]: d["status"] for d in catalog.envelope["data"]["datasets"]}["databases"] == "degraded"
 
 
 async def test_a_watcher_compares_again_on_notify(pg_dsn, demo):
@@ -157,19 +169,29 @@ async def test_a_watcher_compares_again_on_notify(pg_dsn, demo):
         lake = LakeState(demo)
         lake.update(await drift.check(executor.pool, demo, settings))
         assert not lake.drift.drifted
-        task = asyncio.create_task(Watcher(lake, executor.pool, dsn, settings).run())
+        watcher = Watcher(lake, executor.pool, dsn, settings)
+        task = asyncio.create_task(watcher.run())
         try:
-            await asyncio.sleep(0.5)  # LISTEN is in place
             with psycopg.connect(dsn, autocommit=True) as conn:
+                for _ in range(200):  # until its LISTEN is in place
+                    if conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                    "AND query = 'LISTEN ontoos_reload'").fetchone()[0]:
+                        break
+                    await asyncio.sleep(0.05)
                 conn.execute("ALTER TABLE lake.hosts DROP COLUMN vcpus")
-                conn.execute("NOTIFY ontoos_reload")
+                for _ in range(5):  # sent together: one comparison
+                    conn.execute("NOTIFY ontoos_reload")
             for _ in range(100):
                 if lake.drift.drifted:
                     break
                 await asyncio.sleep(0.05)
+            await asyncio.sleep(1.5)  # past the gap: the other four made no comparison of their own
         finally:
             task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
     assert set(lake.drift.columns) == {("hosts", "vcpus")} and lake.notice["schema_drift"] is True
+    assert watcher.checks == 1
 
 
 async def test_a_database_that_cannot_be_reached_is_not_checked_and_says_so(demo, tmp_path):
@@ -178,3 +200,18 @@ async def test_a_database_that_cannot_be_reached_is_not_checked_and_says_so(demo
         found = await drift.check(executor.pool, demo, settings)
     assert found.checked_at is None and not found.drifted
     assert found.summary().startswith("drift: not checked (the database could not be reached")
+
+
+async def test_a_precision_or_a_domain_is_not_drift_and_a_lost_schema_usage_is(pg_dsn, demo):
+    dsn = demo_database(pg_dsn, "typmod", demo,
+                        "ALTER TABLE lake.k8s_workloads ALTER COLUMN created_at TYPE timestamp(3) with time zone",
+                        "CREATE DOMAIN lake.name_d AS varchar(200)",
+                        "ALTER TABLE lake.k8s_workloads ALTER COLUMN namespace TYPE lake.name_d",
+                        "ALTER TABLE lake.publish_log ALTER COLUMN published_at TYPE timestamp(0) with time zone")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"REVOKE USAGE ON SCHEMA lake FROM {PREFIX}viewer")
+    lake, catalog = await lake_of(dsn, demo)
+    assert catalog.table("lake", "k8s_workloads")["namespace"] == ("character varying", "S")  # the domain's base
+    assert [(f.kind, f.place) for f in lake.drift.findings] == [("grant_missing", ("roles", "viewer"))]
+    assert "has no USAGE on schema lake" in lake.drift.findings[0].message
+    assert not lake.drift.columns and not lake.drift.datasets

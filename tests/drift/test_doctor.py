@@ -44,6 +44,8 @@ def doctor(capsys, *argv) -> tuple[int, dict]:
     out = capsys.readouterr().out
     report = json.loads(out)
     assert report["exit"] == code and report["ok"] is (code == 0)
+    names = [c["name"] for c in report["checks"]]
+    assert len(names) == len(set(names)), names  # each check once
     return code, {c["name"]: c for c in report["checks"]}
 
 
@@ -138,3 +140,16 @@ def test_a_cli_older_than_the_server_expects_warns_and_never_fails(bump, warned,
     err = capsys.readouterr().err
     assert ("older than the server expects" in err) is warned
     assert (f"min_cli_version {minimum}" in err) is warned
+
+
+def test_a_publish_log_that_fails_to_read_fails_freshness_alone(pg_dsn, demo, env, capsys):
+    from tests.databases import demo_database
+
+    dsn = demo_database(pg_dsn, "badlog", demo, "ALTER TABLE lake.publish_log RENAME TO publish_log_kept",
+                        "CREATE VIEW lake.publish_log AS SELECT source, batch_id, collected_at, published_at, "
+                        "as_of FROM lake.publish_log_kept WHERE 1 / (length(source) - length(source)) = 1")
+    code, checks = doctor(capsys, "--dsn", dsn)
+    assert code == 2
+    assert [n for n in checks] == ["contract", "database", "drift", "grants", "freshness", "registry"]
+    assert checks["database"]["status"] == "ok" and checks["drift"]["status"] == "ok"  # kept, not skipped
+    assert checks["freshness"]["status"] == "fail" and checks["freshness"]["details"] == [{"sqlstate": "22012"}]

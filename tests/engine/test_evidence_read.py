@@ -211,9 +211,25 @@ async def test_a_dry_run_carries_the_evidence_it_would_read_and_is_held_to_a_req
         plan = await explorer.explore("explore workloads fields name limit 2", "viewer", dry_run=True)
         refused = await explorer.explore("explore hosts fields hostname limit 2", "analyst", dry_run=True,
                                          require=Require(max_age_s=10**8))
+        snapshot = await explorer.explore("explore workloads fields name limit 2", "viewer", dry_run=True,
+                                          require=Require(consistency="fixed_read"))
     assert plan.ok and plan.envelope["meta"]["dry_run"] is True
     assert plan.envelope["meta"]["evidence"]["source_batch"] == {"gitlab": log["gitlab"][0], "k8s": log["k8s"][0]}
+    assert plan.envelope["meta"]["evidence"]["consistency"] == "unverified"  # no rows were read with them
     assert not refused.ok and "no source feeds hosts" in refused.envelope["error"]["message"]
+    assert snapshot.envelope["error"]["code"] == "EX701"
+
+
+async def test_a_retry_offered_keeps_the_callers_requirement(pg_dsn, demo):
+    async with executor_for(pg_dsn, demo) as executor:
+        explorer = Explorer(demo, executor)
+        answer = await explorer.explore({"dataset": "workloads", "fields": ["nmae"],
+                                         "require": {"max_age_s": 60, "consistency": "fixed_read"}}, "viewer")
+        explicit = await explorer.explore({"dataset": "workloads", "fields": ["nmae"]}, "viewer",
+                                          require=Require(max_age_s=5))
+    assert answer.envelope["error"]["retry_with"] == {
+        "dataset": "workloads", "fields": ["name"], "require": {"max_age_s": 60, "consistency": "fixed_read"}}
+    assert explicit.envelope["error"]["retry_with"]["require"] == {"max_age_s": 5, "consistency": "any"}
 
 
 async def test_a_named_query_is_held_to_a_requirement_too(pg_dsn, demo, tmp_path):

@@ -8,6 +8,8 @@ import json
 import psycopg
 import pytest
 
+import ontoos_explore
+
 from ontoos_explore import compile_exploration
 from ontoos_explore.contract import parse_contract
 from ontoos_explore.engine.demo_data import SECRET_MARKER
@@ -84,7 +86,9 @@ async def test_values_are_json_safe_and_typed_consistently(explorer):
 async def test_success_envelope_shape(explorer):
     answer = await explorer.explore("explore projects fields name limit 2", "viewer")
     env = answer.envelope
-    assert env["ok"] is True and set(env) == {"ok", "data", "meta"}
+    assert env["ok"] is True and set(env) == {"ok", "data", "meta", "_notice"}
+    assert env["_notice"] == {"min_cli_version": ontoos_explore.__version__, "schema_drift": False,
+                              "contract_hash": env["meta"]["contract_hash"]}
     assert set(env["meta"]) == {"exploration_id", "fingerprint", "rows", "truncated", "limit", "elapsed_ms",
                                 "masked_columns", "notes", "contract_hash", "evidence"}
     assert env["meta"]["elapsed_ms"] > 0 and env["meta"]["masked_columns"] == []

@@ -889,8 +889,9 @@ def test_every_row_of_the_error_table_on_every_surface(pg_dsn, server, capsys, m
     assert set(TABLE) == set(rows), f"rows without a request or a reason: {set(rows) ^ set(TABLE)}"
     world = World(pg_dsn, srv, workdir, contract, config, capsys, monkeypatch)
     # the served contract has drifted from the database: `gone` has no table, env_dump no grant
-    notice = {"min_cli_version": ontoos_explore.__version__, "schema_drift": True,
+    notice = {"min_cli_version": ontoos_explore.__version__, "schema_drift": None,
               "contract_hash": load_contract(contract).hash}
+    drifts: dict[tuple[str, str], bool] = {}  # (row, surface) -> the schema_drift its envelope said
     order = [n for n in rows if n not in ORDER_LAST] + list(ORDER_LAST)
     pinned, unreachable = [], []
     try:
@@ -914,10 +915,15 @@ def test_every_row_of_the_error_table_on_every_surface(pg_dsn, server, capsys, m
                     assert err.get("hint"), (name, surface, err)
                 expected_form(row, surface, seen, req)
                 if surface != "cli" and seen.kind != "audit":  # a server's every envelope: its notice
-                    assert env["_notice"] == notice, (name, surface, env)
+                    assert {**env["_notice"], "schema_drift": None} == notice, (name, surface, env)
+                    assert isinstance(env["_notice"]["schema_drift"], bool), (name, surface, env)
+                    drifts[(name, surface)] = env["_notice"]["schema_drift"]
                 pinned.append((name, surface))
     finally:
         world.close()
+    # schema_drift is the caller's: what its role may read drifted (the analyst reads `gone`; tina, a
+    # viewer, does not); before a caller is known, whether anything drifted (it did)
+    assert drifts[("DEGRADED", "rest")] and drifts[("NO_TOKEN", "rest")] and not drifts[("RATE_LIMITED", "rest")]
     # every surface pins most of the table; the rest is listed above with its reason
     by_surface = {s: sum(1 for _, x in pinned if x == s) for s in SURFACES}
     assert min(by_surface.values()) >= 25, by_surface

@@ -272,8 +272,10 @@ def test_readyz_says_the_database_answers_and_what_drifted_without_a_token(serve
     body = r.json
     assert body["ready"] is True and body["database"]["reachable"] is True and body["database"]["standby"] is False
     assert body["contract"] == {"loaded": True, "hash": demo.hash}
-    assert body["drift"]["drifted"] is False and body["drift"]["findings"] == 0 and body["drift"]["checked_at"]
+    assert body["drift"]["drifted"] is False and body["drift"]["checked_at"]
     assert body["_notice"]["schema_drift"] is False
+    # anyone may ask: nothing of what drifted (counts, names) and no server version
+    assert set(body["drift"]) == {"checked_at", "drifted"} and set(body["database"]) == {"reachable", "standby"}
 
 
 NO_TOKEN_REQUESTS = {

@@ -126,7 +126,8 @@ class Session:
         assert json.loads(r.content[0].text) == env  # the same envelope as JSON text
         errors = sorted(Draft202012Validator(self.tools[name].output_schema).iter_errors(env), key=str)
         assert not errors, errors[0]
-        assert set(env) == {"ok", "data", "meta"}
+        assert set(env) == {"ok", "data", "meta", "_notice"}
+        assert env["_notice"]["contract_hash"] == env["meta"]["contract_hash"] and env["_notice"]["schema_drift"] is False
         assert re.fullmatch(r"[0-9a-f]{16}", env["meta"]["exploration_id"])
         return env
 
@@ -136,7 +137,7 @@ class Session:
         assert r.structured_content is None  # error results carry no structured content (TS clients reject it)
         assert len(r.content) == 1 and r.content[0].type == "text"
         env = json.loads(r.content[0].text)
-        assert env["ok"] is False and set(env) == {"ok", "error", "meta"}
+        assert env["ok"] is False and set(env) == {"ok", "error", "meta", "_notice"}
         err = env["error"]
         assert ERROR_KEYS <= set(err), err
         assert (err["code"], err["subtype"]) == (code, subtype), err

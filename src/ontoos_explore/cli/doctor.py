@@ -49,7 +49,7 @@ def _detail(d: dict) -> str:
     if "dataset" in d:
         fresh = "fresh" if d.get("fresh") else "STALE" if d.get("fresh") is False else "unknown"
         why = d.get("unknown_because") or (f"{d['age_seconds'] / 3600:.1f} h old, threshold "
-                                           f"{d['threshold_seconds'] / 3600:.1f} h")
+                                           f"{(d['threshold_seconds'] or 0) / 3600:.1f} h")
         return f"{d['dataset']}: {d['class']}, {fresh} ({why})"
     if "id" in d:
         return f"{d['id']}: {d['status']}" + (f": {d['problem']}" if d.get("problem") else "")
@@ -100,7 +100,8 @@ def cmd_stats(args) -> int:
         state = {True: "fresh", False: "STALE", None: "unknown"}[fresh["fresh"]]
         age = "" if fresh["age_seconds"] is None else f"{fresh['age_seconds'] / 3600:.1f} h"
         batches = ", ".join(f"{s} {b}" for s, b in d["evidence"]["source_batch"].items())
-        rows.append([d["name"], fresh["class"], age, f"{fresh['threshold_seconds'] / 3600:.1f} h", state,
+        threshold = "" if fresh["threshold_seconds"] is None else f"{fresh['threshold_seconds'] / 3600:.1f} h"
+        rows.append([d["name"], fresh["class"], age, threshold, state,
                      d["evidence"]["collected_at"] or "", batches or fresh.get("unknown_because", "")])
     print(_table(rows, ["dataset", "class", "age", "threshold", "state", "collected_at", "batches"]))
     return EXIT_OK

@@ -44,6 +44,10 @@ ACCEPTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {  # contract type -
     "date": (frozenset(), frozenset({"date"})),
     "timestamp": (frozenset(), frozenset({"timestamp without time zone", "timestamp with time zone"})),
 }
+# Why a dataset is unavailable when the rows it may show cannot be decided: one reason for every cause (an
+# always-filter column, or a parent it exists with, perhaps outside the caller's read sets), so the
+# reason says nothing of how its rows are hidden.
+ROWS_UNDECIDED = "which of its rows may be shown cannot be decided"
 LOG_TYPES = {"source": "text", "batch_id": "text", "collected_at": "timestamp", "published_at": "timestamp",
              "as_of": "timestamp"}
 
@@ -137,19 +141,19 @@ def compare(contract: Contract, catalog: Catalog, *, prefix: str, query_roles: b
                 columns[(fold(ds.name), fold(col.name))] = "the column does not exist in the database"
             elif not _reads_as(col.type, found):
                 find("type_mismatch", place, f"{ds.relation}.{col.name} is {found[0]}, not {col.type}")
-                columns[(fold(ds.name), fold(col.name))] = f"the column is {found[0]} in the database, not {col.type}"
+                # the caller is told what the contract says, never the database's type name (it may be
+                # schema-qualified: a domain's)
+                columns[(fold(ds.name), fold(col.name))] = f"its type in the database no longer reads as {col.type}"
     for ds in contract.datasets.values():
-        for i, rule in enumerate(ds.always_filter):
-            why = columns.get((fold(ds.name), fold(rule.column)))
-            if why is not None and fold(ds.name) not in datasets:
-                datasets[fold(ds.name)] = "a column that decides which of its rows exist is unavailable"
+        if any((fold(ds.name), fold(rule.column)) in columns for rule in ds.always_filter):
+            datasets.setdefault(fold(ds.name), ROWS_UNDECIDED)
     for rel in contract.relations.values():
-        for a, b in rel.join.items():
-            if (fold(rel.from_), fold(a)) in columns or (fold(rel.to), fold(b)) in columns:
-                relations[fold(rel.name)] = "a column it joins on is unavailable"
-            if fold(rel.from_) in datasets or fold(rel.to) in datasets:
-                relations.setdefault(fold(rel.name), "a dataset it joins is unavailable")
+        if any((fold(rel.from_), fold(a)) in columns or (fold(rel.to), fold(b)) in columns for a, b in rel.join.items()):
+            relations[fold(rel.name)] = "a column it joins on is unavailable"
     _degrade_children(contract, datasets, relations)
+    for rel in contract.relations.values():  # after the fixed point: a child degraded by its parent too
+        if fold(rel.from_) in datasets or fold(rel.to) in datasets:
+            relations.setdefault(fold(rel.name), "a dataset it joins is unavailable")
     _compare_log(contract, catalog, find)
     if query_roles and expected_grants is not None:
         _compare_grants(contract, catalog, prefix, expected_grants, find)
@@ -167,7 +171,7 @@ def _degrade_children(contract: Contract, datasets: dict[str, str], relations: d
                 continue
             for rel in contract.parents_of(ds.name):
                 if fold(rel.to) in datasets or fold(rel.name) in relations:
-                    datasets[fold(ds.name)] = "a dataset its rows exist with is unavailable"
+                    datasets[fold(ds.name)] = ROWS_UNDECIDED
                     changed = True
                     break
 
@@ -197,6 +201,13 @@ def _compare_grants(contract: Contract, catalog: Catalog, prefix: str,
         if db_role not in catalog.roles:
             find("missing_role", place, f"the database has no role {db_role}: run ontoos grants --apply")
             continue
+        if catalog.members is not None and db_role not in catalog.members:
+            find("grant_missing", place, f"the login user cannot SET ROLE {db_role}: run ontoos grants --apply")
+        if catalog.usage is not None:
+            unusable = sorted({s for s, _ in expected.get(db_role, {})} - catalog.usage.get(db_role, frozenset()))
+            if unusable:
+                find("grant_missing", place, f"{db_role} has no USAGE on schema {', '.join(unusable)}: "
+                                             "run ontoos grants --apply")
         want = expected.get(db_role, {})
         have = catalog.grants.get(db_role, {})
         for key in sorted(set(want) | set(have)):

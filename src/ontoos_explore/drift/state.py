@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..errors import Codes, ExploreError
+from ..names import fold
 from .compare import Drift
 
 NOT_CHECKED = Drift(error="not checked yet")
@@ -35,8 +36,34 @@ class LakeState:
     def update(self, drift: Drift) -> None:
         self.drift = drift
         self._physical = self._index(drift)
+        # the notice of a caller not known (a surface's refusal): whether anything drifted, as /readyz says
         self.notice = {"min_cli_version": self.min_cli_version, "schema_drift": drift.drifted,
                        "contract_hash": self.contract.hash}
+        self._by_role: dict[str, dict] = {}
+
+    def notice_for(self, role_name: str | None) -> dict:
+        """A role's `_notice`: `schema_drift` says whether anything it may read drifted (a dataset of its
+        read sets, a column it may read, a relation between two of them), never what lies outside them."""
+        name = getattr(role_name, "name", role_name)  # a Role, or its name
+        role = self.contract.role(name) if isinstance(name, str) else None
+        if role is None:
+            return self.notice
+        found = self._by_role.get(role.name)
+        if found is None:
+            found = self._by_role[role.name] = {**self.notice, "schema_drift": self._drifted_for(role)}
+        return found
+
+    def _drifted_for(self, role) -> bool:
+        drift, scope = self.drift, self.contract.scope(role)
+        if any(name in scope for name in drift.datasets):
+            return True
+        for ds_name, col_name in drift.columns:
+            ds = self.contract.dataset(ds_name)
+            col = ds.column(col_name) if ds is not None and ds_name in scope else None
+            if col is not None and col.readable:
+                return True
+        return any((rel := self.contract.relation(name)) is not None and fold(rel.from_) in scope
+                   and fold(rel.to) in scope for name in drift.relations)
 
     def _index(self, drift: Drift) -> frozenset[tuple[str, str, str]]:
         """(schema, table, column) of every unavailable column, to match a query's `touches`."""

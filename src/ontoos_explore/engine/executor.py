@@ -296,7 +296,7 @@ class Executor:
                         await evidence.execute(current_batches_sql(spec.schema, spec.table), [list(spec.sources)])
                     await control.execute(END)
                     found = None if evidence is None else batches(await evidence.fetchall())
-                    return Outcome([], False, [], _ms(started), estimate, batches=found, consistent=found is not None)
+                    return Outcome([], False, [], _ms(started), estimate, batches=found)  # no rows: not consistent
                 self.costs.put(CostCache.key(q), estimate)
             if ceiling is not None and estimate > ceiling:
                 await control.execute(END)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -39,6 +40,7 @@ from .tools import Tools
 
 log = logging.getLogger("ontoos_explore.http")
 
+PING_EVERY_S = 1.0  # /readyz asks the database at most this often
 UNREAD_BODY = (408, 413, CLIENT_CLOSED)  # answered before the body was read: the connection cannot be reused
 ROUTES = "POST/GET /api/v1/explore, GET /api/v1/catalog, /mcp, /governance, /healthz, /readyz"
 
@@ -90,6 +92,7 @@ class Rest:
     def __init__(self, tools: Tools, body_timeout: float | None = None) -> None:
         self.tools = tools
         self.body_timeout_s = body_timeout_s(body_timeout)
+        self._pinged: tuple[float, dict[str, Any]] | None = None  # (when, what /readyz last found)
 
     async def call(self, request: Request, tool: str, read: Callable[[], Awaitable[dict[str, Any]]]) -> JSONResponse:
         """One REST call: the rate limit, then `read` the arguments, then the tool, unless the client leaves."""
@@ -126,22 +129,29 @@ class Rest:
         """Alive: the process answers (nothing else is asked)."""
         lake = self.tools.lake
         return JSONResponse({"ok": True, "alive": True, "contract_hash": self.tools.contract.hash,
-                             "schema_drift": lake.drift.drifted, "_notice": lake.notice})
+                             "schema_drift": lake.drift.drifted, "_notice": dict(lake.notice)})
 
     async def readyz(self, request: Request) -> JSONResponse:
-        """Ready: the database answers and the contract is loaded (503 otherwise). Drift is reported,
-        never fatal, and only as counts: anyone may ask, so no name of the contract is shown."""
+        """Ready: the database answers and the contract is loaded (503 otherwise). Drift is reported, never
+        fatal, as whether there is any: anyone may ask, so nothing of what drifted is shown (`ontoos doctor`
+        lists it). The database is asked at most once a second, however often this is."""
         lake = self.tools.lake
-        database = await self.tools.explorer.executor.ping() if self.tools.explorer else {"reachable": False}
+        database = await self._database()
         drift = lake.drift
         ready = database["reachable"]
         body = {"ok": ready, "ready": ready, "database": database,
                 "contract": {"loaded": True, "hash": self.tools.contract.hash},
                 "drift": {"checked_at": drift.checked_at.isoformat() if drift.checked_at else None,
-                          "drifted": drift.drifted, **drift.counts(),
-                          **({"error": drift.error} if drift.error else {})},
-                "_notice": lake.notice}
+                          "drifted": drift.drifted, **({"error": drift.error} if drift.error else {})},
+                "_notice": dict(lake.notice)}
         return JSONResponse(body, status_code=200 if ready else 503)
+
+    async def _database(self) -> dict[str, Any]:
+        now = time.monotonic()
+        if self._pinged is None or now - self._pinged[0] > PING_EVERY_S:
+            found = await self.tools.explorer.executor.ping() if self.tools.explorer else {"reachable": False}
+            self._pinged = (time.monotonic(), {k: v for k, v in found.items() if k != "version"})
+        return self._pinged[1]
 
     async def favicon(self, request: Request) -> Response:
         return Response(status_code=204)

@@ -41,6 +41,7 @@ from .app import build_app
 from .tools import Tools
 
 log = logging.getLogger("ontoos_explore.server")
+START_CHECK_S = 2.0  # the first comparison waits at most this for the database; the watcher tries again soon
 
 
 def audit_writer(settings: Settings, dsn: str):
@@ -85,14 +86,16 @@ def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerCon
         tools.explorer = Explorer(contract, Executor(pool, settings), lake=lake)
         if tools.audit is not None:
             await tools.audit.start()
-        async with watching(lake, pool, dsn, settings):
-            gc.collect()
-            gc.freeze()  # the contract, grammar and dialect tables stay: full collections need not walk them
-            try:
-                yield
-            finally:
-                await close_audit(tools.audit)
-        await pool.close()
+        try:
+            async with watching(lake, pool, dsn, settings):
+                gc.collect()
+                gc.freeze()  # the contract, grammar and dialect tables stay: full collections need not walk them
+                try:
+                    yield
+                finally:
+                    await close_audit(tools.audit)
+        finally:
+            await pool.close()
 
     from .mcp_http import loopback_security
 
@@ -131,9 +134,9 @@ async def watching(lake: LakeState, pool, dsn: str, settings: Settings):
     """The contract compared with the database before the first request (never fatal: what drifted is
     degraded), the start line on stderr (the contract hash and the drift summary), `_notice` on every
     envelope, and the comparison made again on the interval and on NOTIFY while the server runs."""
-    lake.update(await drift.check(pool, lake.contract, settings))
+    lake.update(await drift.check(pool, lake.contract, settings, timeout_s=START_CHECK_S))
     sys.stderr.write(f"ontoos: contract {lake.contract.hash}; {lake.drift.summary()}\n")
-    previous = install_notice(lambda: lake.notice)
+    remove = install_notice(lambda: lake.notice)
     task = asyncio.create_task(Watcher(lake, pool, dsn, settings).run())
     try:
         yield lake
@@ -141,7 +144,7 @@ async def watching(lake: LakeState, pool, dsn: str, settings: Settings):
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-        install_notice(previous)
+        remove()
 
 
 async def answer_unreadable(read, forward, write, on_refusal=None) -> None:

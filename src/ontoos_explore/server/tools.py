@@ -102,7 +102,8 @@ class Tools:
                 answer = await self._run(name, arguments, principal)
             except asyncio.CancelledError:  # recorded with what it asked: the pipeline's parse went with it
                 answer = Answer.refusal(cancelled(surface), exploration=_asked(name, arguments),
-                                        exploration_id=new_id(), contract_hash=self.contract.hash)
+                                        exploration_id=new_id(), contract_hash=self.contract.hash,
+                                        notice=self._notice(principal))
                 self.record(answer, principal, surface, source)
                 raise
         if self.audit is not None and source_size(source) > INLINE_SOURCE:
@@ -126,12 +127,12 @@ class Tools:
         wait_s = self.limiter.take(principal)
         if wait_s <= 0:
             return None
-        return self._refusal(rate_limited(principal.name, principal.rate.describe(), wait_s))
+        return self._refusal(rate_limited(principal.name, principal.rate.describe(), wait_s), principal)
 
     def refuse(self, e: ExploreError, principal: Principal | None, surface: str, source: Any = None) -> Answer:
         """A surface's own refusal of a request before any tool runs (its body, its session): answered
         and recorded like a call's."""
-        answer = Answer.refusal(e)
+        answer = Answer.refusal(e, notice=self._notice(principal))
         self.record(answer, principal, surface, source)
         return answer
 
@@ -162,12 +163,18 @@ class Tools:
 
     # ------------------------------------------------------------ running one
 
-    def _refusal(self, e: ExploreError) -> Answer:
-        return Answer.refusal(e, exploration_id=new_id(), contract_hash=self.contract.hash)
+    def _notice(self, principal: Principal | None) -> dict[str, Any]:
+        """The caller's `_notice`: what drifted among what its role may read."""
+        return self.lake.notice_for(principal.role if principal is not None else None)
 
-    def _ok(self, data: dict[str, Any]) -> Answer:
+    def _refusal(self, e: ExploreError, principal: Principal | None = None) -> Answer:
+        return Answer.refusal(e, exploration_id=new_id(), contract_hash=self.contract.hash,
+                              notice=self._notice(principal))
+
+    def _ok(self, data: dict[str, Any], principal: Principal) -> Answer:
         return Answer.success({"ok": True, "data": data,
-                               "meta": {"exploration_id": new_id(), "contract_hash": self.contract.hash}})
+                               "meta": {"exploration_id": new_id(), "contract_hash": self.contract.hash}},
+                              notice=self._notice(principal))
 
     async def _run(self, name: str, arguments: Any, principal: Principal | None) -> Answer:
         """Run one tool for `principal`; every outcome is an envelope."""
@@ -197,7 +204,7 @@ class Tools:
                 else:
                     del self.in_flight[principal.name]
         except ExploreError as e:
-            return self._refusal(e)
+            return self._refusal(e, principal)
 
     async def _explore(self, args: ExploreInput, arguments: dict[str, Any], principal: Principal) -> Answer:
         # as given (the reader names what is wrong), and checked whole already (check_json, above)
@@ -218,16 +225,16 @@ class Tools:
     async def _catalog(self, args: CatalogInput, arguments: dict[str, Any], principal: Principal) -> Answer:
         drift = self.lake.drift
         if args.dataset is None:
-            return self._ok(list_datasets(self.contract, principal.role, drift))
-        return self._ok(describe_dataset(self.contract, principal.role, args.dataset, drift))
+            return self._ok(list_datasets(self.contract, principal.role, drift), principal)
+        return self._ok(describe_dataset(self.contract, principal.role, args.dataset, drift), principal)
 
     async def _queries(self, args: QueriesInput, arguments: dict[str, Any], principal: Principal) -> Answer:
         queries = self.registry.visible(principal.role) if self.registry else []
         lake = self.lake
-        return self._ok({"queries": [{**q.describe(), **status(lake.named_refusal(q))} for q in queries]})
+        return self._ok({"queries": [{**q.describe(), **status(lake.named_refusal(q))} for q in queries]}, principal)
 
     async def _stats(self, args: StatsInput, arguments: dict[str, Any], principal: Principal) -> Answer:
-        return self._ok(await freshness(self.explorer, principal.role))
+        return self._ok(await freshness(self.explorer, principal.role), principal)
 
     async def _run_query(self, args: RunQueryInput, arguments: dict[str, Any], principal: Principal) -> Answer:
         if self.registry is None:
