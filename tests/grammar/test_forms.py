@@ -197,3 +197,43 @@ def test_the_k_v_reader_reads_what_the_old_regex_read(flag):
 def test_the_k_v_value_keeps_inner_whitespace():
     e = from_flags("w", ["a"], ["name=x" + " " * 15_500 + "y "])
     assert e.where.value.value == "x" + " " * 15_500 + "y"
+
+
+# ---------------------------------------------------------------- near misses a scripted agent makes
+
+
+@pytest.mark.parametrize("body, key, fixed", [
+    ({"dataset": "workloads", "fields": "name,namespace"}, "fields", ["name", "namespace"]),
+    ({"dataset": "workloads", "fields": ["namespace, count(distinct kind)"], "group_by": ["namespace"]}, "fields",
+     ["namespace", "count(distinct kind)"]),
+    ({"dataset": "workloads", "fields": ["namespace"], "group_by": "namespace, kind"}, "group_by",
+     ["namespace", "kind"]),
+    ({"dataset": "workloads", "fields": ["name"], "order_by": "-name,namespace"}, "order_by", ["-name", "namespace"]),
+])
+def test_a_comma_separated_string_where_a_list_was_meant_gets_the_list_as_its_retry(demo, body, key, fixed):
+    from ontoos_explore.pipeline import compile_exploration
+
+    with pytest.raises(ExploreError) as e:
+        from_json(body)
+    assert e.value.code == "EX102" and e.value.retry_with == {**body, key: fixed}
+    assert f'"{key}": ' in e.value.hint
+    compile_exploration(e.value.retry_with, demo, "analyst")  # the retry works
+
+
+def test_a_comma_inside_quotes_or_parentheses_is_not_a_separator():
+    e = from_json({"dataset": "workloads", "fields": ["name"], "order_by": ["name"],
+                   "filter": "name in ('a,b', 'c')"})
+    assert e.where is not None and len(e.fields) == 1
+
+
+@pytest.mark.parametrize("body", [
+    {"dataset": "workloads", "fields": ["name namespace"]},
+    {"dataset": "workloads", "fields": ["name"], "filter": "name = "},
+    {"dataset": "workloads", "fields": ["name"], "filter": "name == 'x'"},
+    {"dataset": "workloads", "fields": ["sum("]},
+    {"dataset": "workloads", "fields": ["name"], "order_by": ["name upward"]},
+])
+def test_no_syntax_error_has_a_blank_hint(body):
+    with pytest.raises(ExploreError) as e:
+        from_json(body)
+    assert e.value.hint and e.value.hint.strip() not in ("expected", "expected ")

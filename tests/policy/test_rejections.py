@@ -280,3 +280,13 @@ def test_the_maximum_a_hint_states_is_accepted(what):
         compile_exploration(source, CONTRACT, "viewer")
     except ExploreError as e:
         pytest.fail(f"the stated maximum ({what}) is refused: {e!r} hint={e.hint!r}")
+
+
+def test_a_misspelt_alias_in_order_by_is_offered_the_alias(demo):
+    body = {"dataset": "workloads", "fields": ["namespace", "count() as n"], "group_by": ["namespace"],
+            "order_by": ["-nn"]}
+    with pytest.raises(ExploreError) as e:
+        compile_exploration(body, demo, "analyst")
+    assert e.value.code == "EX201" and e.value.hint.startswith("did you mean the alias 'n'?")
+    assert e.value.retry_with == {**body, "order_by": ["-n"]}
+    assert compile_exploration(e.value.retry_with, demo, "analyst").columns == ("namespace", "n")

@@ -476,6 +476,8 @@ TABLE: dict[str, dict[str, Any]] = {
                                        "fields": ["name"]}),
     "UNKNOWN_QUERY": tool_only("ontoos_run_query", {"id": "no_such_query"}, "the REST API runs no named queries",
                                Cli(("queries", "run", "no_such_query"))),
+    "UNKNOWN_NAME": {"rest": Http("GET", "/api/v1/catalog?name=zzzz"), "mcp": Tool("ontoos_catalog", {"name": "zzzz"}),
+                     "stdio": Tool("ontoos_catalog", {"name": "zzzz"}), "cli": Cli(("describe", "zzzz"))},
     "UNKNOWN_READ_SET": cli_only(Cli(("check-sql", "--read-set", "nosuch", "/dev/null")),
                                  "only `ontoos check-sql` names read sets"),
     # ---------------------------------------------------------------- EX3xx

@@ -43,7 +43,8 @@ from tests.envelopes import comparable
 
 ROOT = Path(__file__).resolve().parents[2]
 MODES = ("auto", "legacy")
-TOOL_NAMES = ["ontoos_catalog", "ontoos_explore", "ontoos_queries", "ontoos_run_query", "ontoos_stats"]
+TOOL_NAMES = ["ontoos_catalog", "ontoos_explore", "ontoos_queries", "ontoos_run_query", "ontoos_explain",
+              "ontoos_stats"]
 
 # principal -> (contract role, bearer token); the server config stores only sha256(token)
 PRINCIPALS: dict[str, tuple[str, str]] = {

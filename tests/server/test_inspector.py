@@ -22,7 +22,8 @@ from ontoos_explore.engine.demo_data import SECRET_MARKER
 
 ONTOOS = Path(sys.executable).parent / "ontoos"
 INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
-TOOL_NAMES = ["ontoos_catalog", "ontoos_explore", "ontoos_queries", "ontoos_run_query", "ontoos_stats"]
+TOOL_NAMES = ["ontoos_catalog", "ontoos_explore", "ontoos_queries", "ontoos_run_query", "ontoos_explain",
+              "ontoos_stats"]
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,8 @@ from tests.conftest import ROOT
 
 pytestmark = pytest.mark.anyio
 
-TOOL_NAMES = ["ontoos_catalog", "ontoos_explore", "ontoos_queries", "ontoos_run_query", "ontoos_stats"]
+TOOL_NAMES = ["ontoos_catalog", "ontoos_explore", "ontoos_queries", "ontoos_run_query", "ontoos_explain",
+              "ontoos_stats"]
 FORBIDDEN = ("Traceback", "SELECT", SECRET_MARKER)
 ERROR_KEYS = {"type", "subtype", "code", "message", "hint"}
 VIEWER_DATASETS = ["archives", "containers", "images", "projects", "repo_stats", "workloads"]
@@ -692,3 +693,29 @@ async def test_a_freshness_requirement_over_mcp(analyst):
                                 "EX208", "UNKNOWN_QUERY")
     schema = analyst.tools["ontoos_explore"].input_schema
     assert "require" in schema["properties"]
+
+
+async def test_catalog_finds_a_column_by_name_and_answers_an_unreadable_one_as_unknown(viewer, analyst):
+    env = await viewer.ok("ontoos_catalog", {"name": "namespace"})
+    assert [(m["kind"], m["dataset"]) for m in env["data"]["matches"]] == [("column", "projects"),
+                                                                          ("column", "workloads")]
+    env = await analyst.ok("ontoos_catalog", {"name": "hostname"})
+    assert env["data"]["matches"][0]["dataset"] == "hosts"
+    err = await viewer.refused("ontoos_catalog", {"name": "hostname"}, "EX209", "UNKNOWN_NAME")
+    assert "hosts" not in err["hint"]
+    err = await viewer.refused("ontoos_catalog", {"name": "x", "dataset": "workloads"}, "EX102", "INVALID_REQUEST")
+    assert "not both" in err["message"]
+
+
+async def test_explain_over_mcp_an_exploration_and_a_named_query(connect, demo, tmp_path):
+    registry = Registry.load(write_registry(tmp_path / "q.yaml", REGISTRY["queries"]), demo)
+    async with connect("viewer", registry=registry) as viewer:
+        env = await viewer.ok("ontoos_explain", {"dataset": "workloads", "relations": ["containers"],
+                                                 "fields": ["name", "containers.name"]})
+        assert env["data"]["relations"][0]["repeats_rows"] is True and env["data"]["kind"] == "exploration"
+        env = await viewer.ok("ontoos_explain", {"query": "workloads_in_namespace", "params": {"namespace": "prod"}})
+        assert env["data"]["kind"] == "named_query" and env["data"]["datasets"][0]["name"] == "workloads"
+        await viewer.refused("ontoos_explain", {"query": "no_such_query"}, "EX208", "UNKNOWN_QUERY")
+        await viewer.refused("ontoos_explain", {"dataset": "hosts", "fields": ["hostname"]}, "EX202",
+                             "UNKNOWN_DATASET")
+        assert viewer.tools["ontoos_explain"].annotations.read_only_hint is True

@@ -25,7 +25,8 @@ from ontoos_explore.engine.demo_data import SECRET_MARKER
 pytestmark = pytest.mark.anyio
 
 ONTOOS = Path(sys.executable).parent / "ontoos"
-TOOL_NAMES = ["ontoos_catalog", "ontoos_explore", "ontoos_queries", "ontoos_run_query", "ontoos_stats"]
+TOOL_NAMES = ["ontoos_catalog", "ontoos_explore", "ontoos_queries", "ontoos_run_query", "ontoos_explain",
+              "ontoos_stats"]
 FORBIDDEN = ("Traceback", "SELECT", SECRET_MARKER)
 TOKEN = "stdio-test-token-0123456789"
 

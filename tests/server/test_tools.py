@@ -35,6 +35,7 @@ from ontoos_explore.server.query_string import catalog_arguments, explore_argume
 from ontoos_explore.server.tools import (
     TOOLS,
     CatalogInput,
+    ExplainInput,
     ExploreInput,
     QueriesInput,
     RunQueryInput,
@@ -176,7 +177,7 @@ async def test_a_refused_request_is_recorded_once_and_never_reaches_a_tool(tools
      "'filter' must be a predicate string", None),
     ("ontoos_catalog", {"dataset": 5}, "EX102", "'dataset' must be a string", '{"dataset": "workloads"}'),
     ("ontoos_catalog", {"dataset": "hosts", "sql": "select 1"}, "EX102", "ontoos_catalog has no argument 'sql'",
-     "arguments: dataset"),
+     "arguments: name, dataset"),
     ("ontoos_queries", {"all": True}, "EX102", "ontoos_queries has no argument 'all'", "takes no arguments"),
     ("ontoos_run_query", {"id": 5}, "EX102", "'id' must be a string", "ontoos_queries"),
     ("ontoos_run_query", {}, "EX102", "'id' must be a string", None),
@@ -238,7 +239,7 @@ def test_the_published_schemas_are_the_models():
     assert input_schema(QueriesInput) == {"type": "object", "properties": {}, "additionalProperties": False}
     assert input_schema(RunQueryInput)["required"] == ["id"]
     assert [model for _, _, model in TOOLS.values()] == [CatalogInput, ExploreInput, QueriesInput, RunQueryInput,
-                                                         StatsInput]
+                                                         ExplainInput, StatsInput]
 
 
 # ================================================================ unknown tools, rate limits
@@ -362,8 +363,18 @@ def test_a_get_form_that_cannot_be_read_is_refused(query, message):
 def test_the_catalog_get_form():
     assert catalog_arguments(QueryParams("")) == {}
     assert catalog_arguments(QueryParams("dataset=hosts")) == {"dataset": "hosts"}
+    assert catalog_arguments(QueryParams("name=namespace")) == {"name": "namespace"}
     with pytest.raises(InputError):
         catalog_arguments(QueryParams("datasets=hosts"))
+    with pytest.raises(InputError) as e:
+        catalog_arguments(QueryParams("name=a&name=b"))
+    assert "'name' is given more than once" in e.value.message
+
+
+async def test_the_catalog_finds_a_name_through_tools(tools):
+    found = await tools.call("ontoos_catalog", {"name": "Deployment"}, ALICE, "rest")
+    assert found.ok and found.envelope["data"]["matches"][0]["kind"] == "enum_value"
+    assert found.envelope["data"]["matches"][0]["column"] == "kind"
 
 
 async def test_a_get_asks_exactly_what_the_same_post_asks(tools):

@@ -14,13 +14,16 @@ import os
 import sys
 
 from .common import EXIT_INTERNAL, EXIT_REJECTED, UsageError, _emit, _envelope_for_usage, exit_code, read_settings
-from .explore import cmd_catalog, cmd_check_sql, cmd_compile, cmd_demo, cmd_explore, cmd_grants
+from .explore import (cmd_catalog, cmd_check_sql, cmd_compile, cmd_demo, cmd_describe, cmd_explain, cmd_explore,
+                      cmd_grants)
 from .governance import cmd_audit, cmd_promote, cmd_queries
 from .doctor import cmd_doctor, cmd_stats
 from .parser import build_parser
 from .serve import cmd_serve
 
-COMMANDS = {"compile": cmd_compile, "explore": cmd_explore, "catalog": cmd_catalog, "check-sql": cmd_check_sql,
+COMMANDS = {"compile": cmd_compile, "explore": cmd_explore, "explain": cmd_explain, "catalog": cmd_catalog,
+            "describe": cmd_describe,
+            "check-sql": cmd_check_sql,
             "grants": cmd_grants, "serve": cmd_serve, "audit": cmd_audit, "promote": cmd_promote,
             "queries": cmd_queries, "demo": cmd_demo, "doctor": cmd_doctor, "stats": cmd_stats}
 

@@ -46,6 +46,36 @@ def cmd_catalog(args) -> int:
                  ["dataset", "heavy", "max_rows", "description"]))
     return EXIT_OK
 
+def cmd_describe(args) -> int:
+    from ..lookup import lookup
+
+    contract = _load(args)
+    found = lookup(contract, _role(args), args.name)
+    if (args.format or ("table" if sys.stdout.isatty() else "json")) == "json":
+        _emit({"ok": True, "data": found, "meta": {"contract_hash": contract.hash}})
+        return EXIT_OK
+    for m in found["matches"]:
+        print(_described(m))
+    return EXIT_OK
+
+
+def _described(m: dict) -> str:
+    """One match, in a line (a dataset: its name, columns and relations, concisely)."""
+    if m["kind"] == "dataset":
+        cols = ", ".join(f"{c['name']} {c['type']}" + (f" ({'|'.join(c['values'])})" if c.get("values") else "")
+                         for c in m["columns"])
+        rels = "; ".join(f"{r['name']} -> {r['to']} ({r['cardinality']})" for r in m["relations"])
+        return f"dataset {m['name']}: {m['description']}\n  columns: {cols}" + (f"\n  relations: {rels}" if rels else "")
+    if m["kind"] == "column":
+        values = f" ({'|'.join(m['values'])})" if m.get("values") else ""
+        return f"column {m['dataset']}.{m['column']}: {m['type']}{values}" + (
+            f" - {m['description']}" if m.get("description") else "")
+    if m["kind"] == "enum_value":
+        return f"value '{m['value']}' of {m['dataset']}.{m['column']} ({'|'.join(m['values'])})"
+    note = f" - {m['note']}" if m.get("note") else ""
+    return f"relation {m['relation']}: {m['from']} -> {m['to']} ({m['cardinality']}){note}"
+
+
 def cmd_check_sql(args) -> int:
     """The guard and the contract's named-query rules (`policy.named.verify_sql`) on hand-written SQL."""
     from ..errors import BindError, Codes
@@ -114,6 +144,42 @@ def cmd_explore(args) -> int:
     else:
         print(render_result(answer.envelope))
     return EXIT_OK if answer.ok else exit_code(answer.error)
+
+def cmd_explain(args) -> int:
+    import asyncio
+
+    from ..explain import explain
+    from ..runtime import open_explorer, resolve_dsn
+    from .common import UsageError
+
+    contract = _load(args)
+    role = _role(args)
+    registry = None
+    if args.named:
+        from ..governance.registry import Registry
+
+        params = {}
+        for item in args.param:
+            name, eq, value = item.partition("=")
+            if not eq:
+                raise UsageError(f"-p takes NAME=VALUE, not {item!r}")
+            params[name] = value
+        source = {"query": args.named, "params": params}
+        registry = Registry.load(_settings(args).queries, contract)
+    else:
+        source = _read_source(args)
+        if isinstance(source, str):
+            source = {"query": source}
+    settings = _settings(args)
+    dsn = resolve_dsn(settings, contract)
+
+    async def go():
+        async with open_explorer(contract, settings, dsn) as explorer:
+            return await explain(explorer, source, role, registry)
+
+    _emit({"ok": True, "data": asyncio.run(go()), "meta": {"contract_hash": contract.hash}})
+    return EXIT_OK
+
 
 def cmd_grants(args) -> int:
     from ..engine import grants

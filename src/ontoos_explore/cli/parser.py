@@ -63,6 +63,19 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--dry-run", action="store_true", help="plan only: what would be read, and the cost estimate")
     _require_args(x)
 
+    e = sub.add_parser("explain", help="the plan of an exploration or a named query, without reading rows",
+                       description="What an exploration (text, JSON or flag form) or a named query (--named ID "
+                                   "-p name=value) would read, the limit and budgets that apply, whether it is "
+                                   "within the cost budget, and what to change.")
+    _contract_arg(e)
+    _role_arg(e)
+    _source_args(e)
+    _dsn_arg(e)
+    e.add_argument("--named", metavar="ID", help="explain this named query instead")
+    e.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="with --named: a parameter (repeatable)")
+    e.add_argument("--queries", metavar="FILE", help="registry YAML (default: $ONTOOS_QUERIES, else queries.yaml)")
+
     r = sub.add_parser("grants", help="print (or apply) the database roles and column grants of the contract",
                        description="One NOLOGIN role per contract role, with SELECT on exactly its allowed columns.")
     _contract_arg(r)
@@ -75,6 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
     _role_arg(k)
     _format_arg(k)
     k.add_argument("dataset", nargs="?", help="describe this dataset")
+
+    b = sub.add_parser("describe", help="find anything by name: a dataset, column, enum value or relation",
+                       description="Look a name up among what the role may read: a dataset, dataset.column, a "
+                                   "column name (every dataset that has it), an enum value, or a relation.")
+    _contract_arg(b)
+    _role_arg(b)
+    _format_arg(b)
+    b.add_argument("name", help="the name to look up")
 
     g = sub.add_parser("check-sql", help="verify hand-written SQL with the guard",
                        description="Run the guard on SQL (e.g. a named query) against a read set of the contract. "

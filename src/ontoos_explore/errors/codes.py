@@ -61,6 +61,8 @@ class Codes:
     DUPLICATE_RELATION = _c("EX205", VALIDATION, "UNSUPPORTED_QUERY", "a relation is followed twice")
     UNKNOWN_QUERY = _c("EX208", VALIDATION, "UNKNOWN_QUERY", "not a named query the role may run")
     UNKNOWN_READ_SET = _c("EX207", VALIDATION, "UNKNOWN_READ_SET", "not a read set of the contract")
+    UNKNOWN_NAME = _c("EX209", VALIDATION, "UNKNOWN_NAME",
+                      "not a dataset, column, enum value or relation the role may read (a catalog lookup)")
     # EX206: unused, reserved
 
     # EX3xx: the exploration is well-formed but means something unsupported

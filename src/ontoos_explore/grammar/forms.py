@@ -15,7 +15,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from ..errors import Codes, InputError
+from ..errors import Codes, ExploreError, InputError
 from ..ir import (
     Between,
     Compare,
@@ -139,7 +139,32 @@ def _string_list(body: dict, key: str, required: bool = False) -> list[str]:
         raise _bad(f"'{key}' must be a list of strings", f'e.g. "{key}": ["name"]')
     if len(value) > MAX_ITEMS:
         raise _bad(f"'{key}' has {len(value)} entries", f"at most {MAX_ITEMS} are read")
+    split = [part for entry in value for part in (split_top_level(entry) or [entry])]
+    if len(split) > len(value) and len(split) <= MAX_ITEMS:  # "name,namespace": a list was meant
+        fixed = {**body, key: split}
+        raise _bad(f"'{key}' has commas inside one entry: each entry is one {ENTRY[key]}",
+                   f'give a list, one per entry: "{key}": {_shown_list(split)}',
+                   retry_with=fixed if _reads(fixed) else None)
     return value
+
+
+ENTRY = {"fields": "field", "group_by": "column", "order_by": "order key", "relations": "relation"}
+
+
+def _shown_list(items: list[str]) -> str:
+    import json
+
+    shown = json.dumps(items[:4])
+    return shown[:-1] + ", ...]" if len(items) > 4 else shown
+
+
+def _reads(body: dict) -> bool:
+    """Whether a corrected body reads as an exploration (a retry offered must at least parse)."""
+    try:
+        from_json(body)
+    except ExploreError:
+        return False
+    return True
 
 
 def _name(value: Any, where: str) -> Name:
@@ -273,7 +298,8 @@ _FLAG_HEAD = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)
 
 
 def split_top_level(text: str) -> list[str]:
-    """Split a flag value on commas that are outside parentheses and quotes."""
+    """Split a flag value (or a JSON list's entry an agent wrote as "a,b") on commas outside parentheses
+    and quotes."""
     parts, depth, quote, start = [], 0, None, 0
     for i, ch in enumerate(text):
         if quote:

@@ -260,6 +260,14 @@ def _expected(names: set[str]) -> str:
     return ", ".join(words)
 
 
+def _expect(expected: str, what: str) -> str:
+    """The hint of a syntax error: what could come next, or (when the parser cannot say) how it is written."""
+    if expected:
+        return f"expected {expected}"
+    return (f"{what} is written as the language says, e.g. a field 'name', 'count()' or 'sum(replicas) as n', "
+            "a filter \"namespace = 'prod' and replicas > 2\"; JSON lists take one entry each")
+
+
 def _translate(err: UnexpectedInput, text: str, what: str) -> InputError:
     line, column = getattr(err, "line", None), getattr(err, "column", None)
     pos = Position(line, column) if isinstance(line, int) and line > 0 else None
@@ -270,7 +278,7 @@ def _translate(err: UnexpectedInput, text: str, what: str) -> InputError:
         return InputError(
             Codes.SYNTAX_ERROR,
             f"{what} ends too early",
-            hint=f"expected {expected}" if expected else None,
+            hint=_expect(expected, what),
             position=pos,
         )
     if isinstance(err, UnexpectedToken):
@@ -278,7 +286,7 @@ def _translate(err: UnexpectedInput, text: str, what: str) -> InputError:
         return InputError(
             Codes.SYNTAX_ERROR,
             f"unexpected '{_shown(str(err.token))}' in {what}",
-            hint=f"expected {expected}",
+            hint=_expect(expected, what),
             position=pos,
         )
     if isinstance(err, UnexpectedCharacters):
@@ -294,10 +302,11 @@ def _translate(err: UnexpectedInput, text: str, what: str) -> InputError:
         return InputError(
             Codes.SYNTAX_ERROR,
             f"unexpected character {ch!r} in {what}",
-            hint=f"expected {expected}" if expected else None,
+            hint=_expect(expected, what),
             position=pos,
         )
-    return InputError(Codes.SYNTAX_ERROR, f"{what} does not parse", position=pos)  # pragma: no cover
+    return InputError(Codes.SYNTAX_ERROR, f"{what} does not parse", hint=_expect("", what),
+                      position=pos)  # pragma: no cover
 
 
 def parse(text: str, start: str = "exploration", what: str = "the exploration"):

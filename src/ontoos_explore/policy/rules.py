@@ -23,7 +23,7 @@ from ..ir import (
     Predicate,
     Ref,
 )
-from ..names import fold, quote_list
+from ..names import close_matches, fold, quote_list
 from ..types import NUMERIC_TYPES, ORDERED_TYPES, a, convert, python_kind
 from .bound import (
     Agg,
@@ -204,6 +204,19 @@ def require_grouped_fields(b: Binding) -> None:
         )
 
 
+def _order_column(b: Binding, key: Ref, also: str, aliases: list[str]):
+    """An order key that is a column; one that is neither a column nor an alias, but close to one alias
+    and no column, is offered that alias (retry_with), as a misspelt column is offered the column."""
+    try:
+        return b.resolve_column(key, also=also)
+    except BindError as e:
+        close = close_matches(key.column, aliases, n=1) if key.relation is None else []
+        if e.retry_with is None and close:
+            e.hint = f"did you mean the alias '{close[0]}'? " + (e.hint or "")
+            e.retry_with = b.retry(key, Ref(column=close[0]))
+        raise
+
+
 def bind_order_by(b: Binding) -> None:
     aliases = {fold(f.alias): f for f in b.fields if f.alias}
     also = f"; or an alias: {quote_list(f.alias for f in b.fields if f.alias)}" if aliases else ""
@@ -216,7 +229,7 @@ def bind_order_by(b: Binding) -> None:
             target = aliases[fold(key.column)]
             expr, alias = target.expr, target.alias
         elif isinstance(key, Ref):
-            expr = b.resolve_column(key, also=also)
+            expr = _order_column(b, key, also, [f.alias for f in b.fields if f.alias])
         else:
             expr = bind_aggregate(b, key)
         if isinstance(expr, Col) and b.aggregated and expr not in grouped:

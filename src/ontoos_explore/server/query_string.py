@@ -60,11 +60,13 @@ def explore_arguments(params: QueryParams) -> dict[str, Any]:
 
 
 def catalog_arguments(params: QueryParams) -> dict[str, Any]:
-    """ontoos_catalog's arguments from the GET form: nothing, or one dataset."""
+    """ontoos_catalog's arguments from the GET form: nothing, one dataset, or one name to look up."""
     for key in params.keys():
-        if key != "dataset":
+        if key not in ("dataset", "name"):
             raise InputError(Codes.INVALID_REQUEST, f"unknown query parameter '{key[:40]}'",
-                             hint="the catalog takes one parameter, dataset, e.g. /api/v1/catalog?dataset=workloads")
-    if len(params.getlist("dataset")) > 1:
-        raise InputError(Codes.INVALID_REQUEST, "'dataset' is given more than once", hint="give 'dataset' once")
-    return {"dataset": params["dataset"]} if "dataset" in params else {}
+                             hint="the catalog takes dataset or name, e.g. /api/v1/catalog?dataset=workloads "
+                                  "or /api/v1/catalog?name=namespace")
+    for key in ("dataset", "name"):
+        if len(params.getlist(key)) > 1:
+            raise InputError(Codes.INVALID_REQUEST, f"'{key}' is given more than once", hint=f"give '{key}' once")
+    return {k: params[k] for k in ("name", "dataset") if k in params}

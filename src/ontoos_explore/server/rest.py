@@ -2,7 +2,7 @@
 
     POST /api/v1/explore   the JSON form (bodies.read_json_object)
     GET  /api/v1/explore   the same question as a query string (query_string.explore_arguments)
-    GET  /api/v1/catalog   ?dataset= to describe one
+    GET  /api/v1/catalog   ?dataset= to describe one, ?name= to find anything by name
     GET  /healthz          liveness, no token
     GET  /readyz           readiness: the database reachable, the contract loaded, drift (reported), no token
     GET  /favicon.ico      204, so a browser's own fetch is not a refusal to audit

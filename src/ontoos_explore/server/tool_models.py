@@ -51,12 +51,11 @@ class RequireInput(BaseModel):
     consistency: Literal["any", "fixed_read"] = Field("any", description="fixed_read: rows and evidence, one snapshot")
 
 
-class ExploreInput(BaseModel):
-    """The JSON form of an exploration (the README's "The language"), plus dry_run."""
+class ExplorationInput(BaseModel):
+    """The JSON form of an exploration (the README's "The language")."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
-    refusals: ClassVar[dict[str, tuple[str, str]]] = {
-        "dry_run": ("'dry_run' must be true or false", 'e.g. "dry_run": true')}
+    refusals: ClassVar[dict[str, tuple[str, str]]] = {}
     dataset: SkipValidation[str | None] = Field(None, description="Dataset to explore (see ontoos_catalog)")
     fields: SkipValidation[list[str] | None] = Field(
         None,
@@ -75,15 +74,34 @@ class ExploreInput(BaseModel):
         None, description="Most rows to return; lowered to your role's budget with a note")
     query: SkipValidation[str | None] = Field(
         None, description="The whole exploration in text form instead of the keys above")
+
+
+class ExploreInput(ExplorationInput):
+    """The JSON form of an exploration, plus dry_run and require."""
+
+    refusals: ClassVar[dict[str, tuple[str, str]]] = {
+        "dry_run": ("'dry_run' must be true or false", 'e.g. "dry_run": true')}
     dry_run: bool = Field(False, description="Return the plan (datasets, limit, cost estimate, notes) instead of rows")
     require: SkipValidation[RequireInput | None] = Field(None, description=REQUIRE)
+
+
+class ExplainInput(ExplorationInput):
+    """An exploration (the same arguments as ontoos_explore), or a named query: its id as `query`, and
+    `params`."""
+
+    params: SkipValidation[dict[str, Any] | None] = Field(
+        None, description="With query naming a named query (from ontoos_queries): its parameter values")
 
 
 class CatalogInput(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     refusals: ClassVar[dict[str, tuple[str, str]]] = {
-        "dataset": ("'dataset' must be a string", 'e.g. {"dataset": "workloads"}')}
-    dataset: str | None = Field(None, description="Describe this dataset; leave out to list every readable dataset")
+        "dataset": ("'dataset' must be a string", 'e.g. {"dataset": "workloads"}'),
+        "name": ("'name' must be a string", 'e.g. {"name": "namespace"}')}
+    name: str | None = Field(None, description="Find anything by name: a dataset, dataset.column, a column name "
+                                               "(every dataset that has it), an enum value, or a relation")
+    dataset: str | None = Field(None, description="Describe this dataset; leave both out to list every readable "
+                                                  "dataset")
 
 
 class QueriesInput(BaseModel):
@@ -134,7 +152,8 @@ TOOLS: dict[str, tuple[str, str, type[BaseModel]]] = {
     "ontoos_catalog": (
         "List or describe datasets",
         "List the datasets your role may read, or describe one: its readable columns (types, enum values), "
-        "the relations that start there, and the limits. Start here before ontoos_explore.",
+        "the relations that start there, and the limits. name finds a column, enum value or relation by name. "
+        "Start here before ontoos_explore.",
         CatalogInput,
     ),
     "ontoos_explore": (
@@ -154,6 +173,13 @@ TOOLS: dict[str, tuple[str, str, type[BaseModel]]] = {
         "Run a reviewed named query by id with its parameters (see ontoos_queries). Same budgets and envelope as "
         "ontoos_explore.",
         RunQueryInput,
+    ),
+    "ontoos_explain": (
+        "Explain a question before asking it",
+        "The plan of an exploration (the same arguments as ontoos_explore) or of a named query (query: its id, "
+        "params): datasets and relations with their cardinality, the limit that applies, the budgets, whether "
+        "it is within the cost budget, and what to change. Reads no rows.",
+        ExplainInput,
     ),
     "ontoos_stats": (
         "How current the data is",

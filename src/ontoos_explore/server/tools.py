@@ -33,6 +33,8 @@ from ..envelope import Answer, new_id
 from ..errors import Codes, ExploreError, InputError, cancelled, no_token, rate_limited, too_many_in_flight
 from ..grammar.forms import from_json
 from ..grammar.limits import CheckedJSON, check_json
+from ..explain import explain, is_named
+from ..lookup import lookup
 from ..ir import Exploration
 from ..offload import INLINE_SOURCE, off_loop, source_size
 from ..require import read as read_require
@@ -40,7 +42,8 @@ from ..service import Explorer
 from ..stats import freshness
 from .config import Principal, RateLimiter
 from .tool_models import (  # noqa: F401 - the tools as data, re-exported for the surfaces
-    EXPLORE_ARGUMENTS, INSTRUCTIONS, READ_ONLY, TOOLS, CatalogInput, Envelope, ExploreInput, FilterObject, Meta,
+    EXPLORE_ARGUMENTS, INSTRUCTIONS, READ_ONLY, TOOLS, CatalogInput, Envelope, ExplainInput, ExploreInput,
+    FilterObject, Meta,
     QueriesInput, RequireInput, RunQueryInput, StatsInput, input_schema, output_schema, validate)
 
 
@@ -72,7 +75,7 @@ def _asked(name: str, arguments: Any) -> Exploration | None:
 OPTIONS = ("dry_run", "require")  # ontoos_explore's arguments that are not the exploration
 
 Handler = Callable[[BaseModel, dict[str, Any], Principal], Awaitable[Answer]]
-QUERYING = ("ontoos_explore", "ontoos_run_query", "ontoos_stats")  # the tools that take a database connection
+QUERYING = ("ontoos_explore", "ontoos_run_query", "ontoos_explain", "ontoos_stats")  # the tools that take a database connection
 
 
 class Tools:
@@ -86,7 +89,8 @@ class Tools:
         self.limiter = limiter if limiter is not None else RateLimiter()  # (an empty one is falsy)
         self.handlers: dict[str, Handler] = {
             "ontoos_catalog": self._catalog, "ontoos_explore": self._explore,
-            "ontoos_queries": self._queries, "ontoos_run_query": self._run_query, "ontoos_stats": self._stats}
+            "ontoos_queries": self._queries, "ontoos_run_query": self._run_query, "ontoos_explain": self._explain,
+            "ontoos_stats": self._stats}
         self.in_flight: dict[str, int] = {}  # principal name -> queries running now (one event loop: no lock)
 
     # ------------------------------------------------------------ the entry point
@@ -224,6 +228,11 @@ class Tools:
 
     async def _catalog(self, args: CatalogInput, arguments: dict[str, Any], principal: Principal) -> Answer:
         drift = self.lake.drift
+        if args.name is not None:
+            if args.dataset is not None:
+                raise InputError(Codes.INVALID_REQUEST, "give 'name' or 'dataset', not both",
+                                 hint='e.g. {"name": "namespace"}: name finds datasets, columns and more')
+            return self._ok(lookup(self.contract, principal.role, args.name, drift), principal)
         if args.dataset is None:
             return self._ok(list_datasets(self.contract, principal.role, drift), principal)
         return self._ok(describe_dataset(self.contract, principal.role, args.dataset, drift), principal)
@@ -232,6 +241,10 @@ class Tools:
         queries = self.registry.visible(principal.role) if self.registry else []
         lake = self.lake
         return self._ok({"queries": [{**q.describe(), **status(lake.named_refusal(q))} for q in queries]}, principal)
+
+    async def _explain(self, args: ExplainInput, arguments: dict[str, Any], principal: Principal) -> Answer:
+        source = arguments if is_named(arguments) else CheckedJSON(arguments)
+        return self._ok(await explain(self.explorer, source, principal.role, self.registry), principal)
 
     async def _stats(self, args: StatsInput, arguments: dict[str, Any], principal: Principal) -> Answer:
         return self._ok(await freshness(self.explorer, principal.role), principal)
