@@ -371,6 +371,22 @@ def test_the_catalog_get_form():
     assert "'name' is given more than once" in e.value.message
 
 
+def test_the_get_form_carries_a_freshness_requirement():
+    got = explore_arguments(QueryParams("dataset=workloads&fields=name&max_age_s=3600&consistency=fixed_read"))
+    assert got["require"] == {"max_age_s": 3600, "consistency": "fixed_read"} and got["dataset"] == "workloads"
+    got = explore_arguments(QueryParams("query=explore workloads fields name&max_age_s=60"))
+    assert got == {"query": "explore workloads fields name", "require": {"max_age_s": 60}}
+    with pytest.raises(InputError) as e:
+        explore_arguments(QueryParams("dataset=workloads&fields=name&max_age_s=an hour"))
+    assert "whole number of seconds" in e.value.message
+
+
+async def test_a_get_with_a_requirement_it_cannot_meet_is_refused(tools):
+    form = explore_arguments(QueryParams("dataset=hosts&fields=hostname&max_age_s=3600"))
+    answer = await tools.call("ontoos_explore", form, ALICE, "rest")
+    assert answer.envelope["error"]["code"] == "EX701" and "no source feeds hosts" in answer.envelope["error"]["message"]
+
+
 async def test_the_catalog_finds_a_name_through_tools(tools):
     found = await tools.call("ontoos_catalog", {"name": "Deployment"}, ALICE, "rest")
     assert found.ok and found.envelope["data"]["matches"][0]["kind"] == "enum_value"

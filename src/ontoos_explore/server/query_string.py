@@ -1,6 +1,7 @@
 """Server, the REST API's GET form: a query string -> the tool's arguments (the JSON form).
 
-    explore_arguments(request.query_params)   # {"dataset": ..., "fields": [...], ..., "dry_run": True}
+    explore_arguments(request.query_params)   # {"dataset": ..., "fields": [...], ..., "dry_run": True,
+                                              #  "require": {"max_age_s": 3600}}
     catalog_arguments(request.query_params)   # {} or {"dataset": ...}
 
 Single-valued keys once, list keys repeatable and split on top-level commas,
@@ -21,7 +22,8 @@ from ..errors import Codes, InputError
 from ..grammar.forms import from_flags
 from ..grammar.render import to_json_form
 
-SINGLE = ("dataset", "limit", "dry_run", "query")
+SINGLE = ("dataset", "limit", "dry_run", "query", "max_age_s", "consistency")
+OPTIONS = ("dry_run", "max_age_s", "consistency")  # what the call asks of the answer, not the exploration
 MULTI = ("fields", "filter", "relation", "group_by", "order_by")
 TRUE, FALSE = ("1", "true", "yes"), ("0", "false", "no")
 INTEGER = re.compile(r"[+-]?[0-9]{1,4000}")  # ASCII digits only: int() would also take "５" or "1_0"
@@ -39,9 +41,12 @@ def explore_arguments(params: QueryParams) -> dict[str, Any]:
     dry_run = params.get("dry_run", "false").strip().lower()
     if dry_run not in TRUE + FALSE:
         raise InputError(Codes.INVALID_REQUEST, "'dry_run' must be true or false", hint="e.g. dry_run=true")
-    flag = {"dry_run": True} if dry_run in TRUE else {}
+    flag: dict[str, Any] = {"dry_run": True} if dry_run in TRUE else {}
+    require = _require(params)
+    if require:
+        flag["require"] = require
     if "query" in params:
-        others = [k for k in params.keys() if k not in ("query", "dry_run")]
+        others = [k for k in params.keys() if k not in ("query", *OPTIONS)]
         if others:  # as the JSON form: one or the other, never a text silently winning over flags
             raise InputError(Codes.INVALID_REQUEST, f"'query' cannot be combined with '{others[0]}'",
                              hint="put the whole exploration in the text of 'query', or leave 'query' out")
@@ -70,3 +75,17 @@ def catalog_arguments(params: QueryParams) -> dict[str, Any]:
         if len(params.getlist(key)) > 1:
             raise InputError(Codes.INVALID_REQUEST, f"'{key}' is given more than once", hint=f"give '{key}' once")
     return {k: params[k] for k in ("name", "dataset") if k in params}
+
+
+def _require(params: QueryParams) -> dict[str, Any]:
+    """`max_age_s` and `consistency` -> the JSON form's `require` (checked there: `require.read`)."""
+    out: dict[str, Any] = {}
+    if "max_age_s" in params:
+        age = params["max_age_s"].strip()
+        if not INTEGER.fullmatch(age):
+            raise InputError(Codes.INVALID_REQUEST, "'max_age_s' must be a whole number of seconds",
+                             hint="e.g. max_age_s=3600")
+        out["max_age_s"] = int(age)
+    if "consistency" in params:
+        out["consistency"] = params["consistency"].strip()
+    return out
