@@ -67,3 +67,20 @@ def test_a_named_query_is_an_identifier_the_text_form_never_is():
     assert is_named({"query": "config_keys", "params": {}}) and is_named({"query": "config_keys"})
     assert not is_named({"query": "explore workloads fields name"})
     assert not is_named({"query": "config_keys", "limit": 3})
+
+
+def test_ontoos_explain_an_exploration_and_a_named_query(pg_dsn, demo, tmp_path, capsys, monkeypatch):
+    from ontoos_explore.cli import main
+    from tests.engine.test_evidence_read import config_keys
+
+    config_keys(tmp_path, demo)  # writes tmp_path/queries.yaml
+    monkeypatch.delenv("ONTOOS_CONTRACT", raising=False)
+    code = main(["explain", "--role", "analyst", "--dsn", pg_dsn, "-q", "explore workloads fields name limit 9"])
+    plan = json.loads(capsys.readouterr().out)["data"]
+    assert code == 0 and plan["kind"] == "exploration" and plan["limit"] == {"asked": 9, "applied": 9, "clamped": False}
+    code = main(["explain", "--role", "analyst", "--dsn", pg_dsn, "--named", "config_keys",
+                 "--queries", str(tmp_path / "queries.yaml")])
+    plan = json.loads(capsys.readouterr().out)["data"]
+    assert code == 0 and plan["kind"] == "named_query" and plan["datasets"][0]["name"] == "configs"
+    assert main(["explain", "--role", "analyst", "--dsn", pg_dsn, "--named", "x", "-p", "novalue"]) == 2
+    assert "-p takes NAME=VALUE" in json.loads(capsys.readouterr().out)["error"]["message"]

@@ -159,3 +159,14 @@ def _require(args):
 
     asked = {k: v for k, v in (("max_age_s", args.max_age), ("consistency", args.consistency)) if v is not None}
     return read(asked) if asked else None
+
+
+def _params(items: list[str]) -> dict[str, str]:
+    """-p NAME=VALUE flags -> the named query's parameters (their text: the registry types them)."""
+    params = {}
+    for item in items:
+        name, eq, value = item.partition("=")
+        if not eq:
+            raise UsageError(f"-p takes NAME=VALUE, not {item!r}")
+        params[name] = value
+    return params

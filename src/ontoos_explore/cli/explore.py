@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from .common import (EXIT_OK, EXIT_REJECTED, _audit_cli, _emit, _load, _read_file, _read_source,
+from .common import (EXIT_OK, EXIT_REJECTED, _audit_cli, _emit, _load, _params, _read_file, _read_source,
                      _require, _role, _settings, _table, exit_code, render_result)
 
 
@@ -150,7 +150,6 @@ def cmd_explain(args) -> int:
 
     from ..explain import explain
     from ..runtime import open_explorer, resolve_dsn
-    from .common import UsageError
 
     contract = _load(args)
     role = _role(args)
@@ -158,13 +157,7 @@ def cmd_explain(args) -> int:
     if args.named:
         from ..governance.registry import Registry
 
-        params = {}
-        for item in args.param:
-            name, eq, value = item.partition("=")
-            if not eq:
-                raise UsageError(f"-p takes NAME=VALUE, not {item!r}")
-            params[name] = value
-        source = {"query": args.named, "params": params}
+        source = {"query": args.named, "params": _params(args.param)}
         registry = Registry.load(_settings(args).queries, contract)
     else:
         source = _read_source(args)

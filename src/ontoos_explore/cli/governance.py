@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from .common import (EXIT_OK, UsageError, _audit_cli, _emit, _load, _registry_file, _require, _role, _settings, _table,
+from .common import (EXIT_OK, UsageError, _audit_cli, _emit, _load, _params, _registry_file, _require, _role, _settings, _table,
                      exit_code, render_result)
 
 
@@ -109,12 +109,7 @@ def cmd_queries(args) -> int:
 
     from ..runtime import open_explorer, resolve_dsn
 
-    params = {}
-    for item in args.param:
-        name, eq, value = item.partition("=")
-        if not eq:
-            raise UsageError(f"-p takes NAME=VALUE, not {item!r}")
-        params[name] = value
+    params = _params(args.param)
     role = _role(args)
     require = _require(args)
     settings = _settings(args)
