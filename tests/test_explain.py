@@ -63,9 +63,11 @@ async def test_a_named_query_is_explained_with_its_params(pg_dsn, demo, tmp_path
     assert [d["name"] for d in plan["datasets"]] == ["configs"] and plan["limit"]["applied"] == 5
 
 
-def test_a_named_query_is_an_identifier_the_text_form_never_is():
+def test_a_named_query_is_any_id_the_text_form_never_is():
     assert is_named({"query": "config_keys", "params": {}}) and is_named({"query": "config_keys"})
+    assert is_named({"query": "pods-by-ns"}) and is_named({"query": "explore_workloads"})  # ids a registry may give
     assert not is_named({"query": "explore workloads fields name"})
+    assert not is_named({"query": "  EXPLORE\nworkloads fields name"})
     assert not is_named({"query": "config_keys", "limit": 3})
 
 
@@ -84,3 +86,8 @@ def test_ontoos_explain_an_exploration_and_a_named_query(pg_dsn, demo, tmp_path,
     assert code == 0 and plan["kind"] == "named_query" and plan["datasets"][0]["name"] == "configs"
     assert main(["explain", "--role", "analyst", "--dsn", pg_dsn, "--named", "x", "-p", "novalue"]) == 2
     assert "-p takes NAME=VALUE" in json.loads(capsys.readouterr().out)["error"]["message"]
+    assert main(["explain", "--role", "analyst", "--dsn", pg_dsn, "-q", "explore hosts fields hostname",
+                 "-p", "a=b"]) == 2
+    assert "goes with --named" in json.loads(capsys.readouterr().out)["error"]["message"]
+    assert main(["explain", "--role", "analyst", "--dsn", pg_dsn, "--named", "config_keys", "-q", "x"]) == 2
+    assert "not both" in json.loads(capsys.readouterr().out)["error"]["message"]

@@ -17,19 +17,26 @@ starts with `explore`) is explained as that query with its `params`.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .catalog import role_budget
 from .errors import Codes, InputError
-from .names import is_identifier, quote_list
+from .names import quote_list
+from .offload import INLINE_SOURCE, off_loop, source_size
 from .pipeline import compile_exploration, parse_source, resolve_role
 from .service import cost_class
 
 
+TEXT_FORM = re.compile(r"\s*explore\s", re.IGNORECASE)  # how every exploration in text form begins
+
+
 def is_named(source: Any) -> bool:
-    """Whether `source` asks to explain a named query: {"query": "<identifier>", "params": {...}}."""
-    return (isinstance(source, dict) and isinstance(source.get("query"), str) and is_identifier(source["query"])
-            and set(source) <= {"query", "params"})
+    """Whether `source` asks to explain a named query: {"query": "<its id>", "params": {...}}. The text
+    form always starts with `explore`; a named query's id (any string its registry gives it) does not."""
+    if not (isinstance(source, dict) and isinstance(source.get("query"), str) and set(source) <= {"query", "params"}):
+        return False
+    return TEXT_FORM.match(source["query"]) is None
 
 
 async def explain(explorer, source: Any, role: str, registry=None) -> dict[str, Any]:
@@ -40,11 +47,13 @@ async def explain(explorer, source: Any, role: str, registry=None) -> dict[str, 
     if named:
         if registry is None:
             raise InputError(Codes.UNKNOWN_QUERY, "there are no named queries", hint="explain an exploration")
-        q = registry.compiled(r.name, source["query"], source.get("params") or {})
+        q = registry.compiled(r.name, source["query"], source.get("params"))
         asked_limit = None
     else:
-        q = compile_exploration(source, contract, r)
-        asked_limit = _asked_limit(source)
+        def work():  # compiled as exploring it would be (the template cache), and its limit as written
+            return compile_exploration(source, contract, r, explorer.cache), parse_source(source).limit
+
+        q, asked_limit = await off_loop(work) if source_size(source) > INLINE_SOURCE else work()
     refused = explorer.lake.refusal(q)
     if refused is not None:
         raise refused
@@ -72,11 +81,6 @@ async def explain(explorer, source: Any, role: str, registry=None) -> dict[str, 
         "notes": list(q.notes),
         "advice": advice,
     }
-
-
-def _asked_limit(source: Any) -> int | None:
-    """The limit the caller wrote (the source compiled already, so it parses)."""
-    return parse_source(source).limit
 
 
 def _advice(q, contract, relations: list[dict], within: bool, clamped: bool) -> list[str]:

@@ -79,11 +79,18 @@ def _bind(source: Any, exploration: Exploration, contract: Contract, role: Role)
         return bind(exploration, contract, role)
     except ExploreError as e:
         e.exploration = exploration
+        if e.subtype == "UNSUPPORTED_QUERY" and REQUEST_HINT not in (e.hint or ""):
+            e.hint = f"{e.hint}; {REQUEST_HINT}" if e.hint else REQUEST_HINT
         if not _is_text(source):
             e.position = None  # positions inside one JSON entry or flag would mislead
         if e.retry_with is not None and not _compiles(e.retry_with, contract, role):
             e.retry_with = None  # offer only a retry that works
         raise
+
+
+# What the language cannot say can still be asked for: a template request, which reviewers see.
+REQUEST_HINT = ("if the language cannot say what you need, ask for it: ontoos_request_query (POST /api/v1/requests, "
+                "ontoos queries request)")
 
 
 def _compiles(body: dict[str, Any], contract: Contract, role: Role) -> bool:

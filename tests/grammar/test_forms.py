@@ -237,3 +237,16 @@ def test_no_syntax_error_has_a_blank_hint(body):
     with pytest.raises(ExploreError) as e:
         from_json(body)
     assert e.value.hint and e.value.hint.strip() not in ("expected", "expected ")
+
+
+def test_commas_in_two_keys_are_one_retry_and_a_retry_that_would_not_read_is_not_offered():
+    body = {"dataset": "workloads", "fields": "namespace,count()", "group_by": "namespace,kind"}
+    with pytest.raises(ExploreError) as e:
+        from_json(body)
+    assert e.value.retry_with == {**body, "fields": ["namespace", "count()"], "group_by": ["namespace", "kind"]}
+    with pytest.raises(ExploreError) as e:
+        from_json({"dataset": "workloads", "fields": "name,namespace", "filter": "name in (1,"})
+    assert e.value.retry_with is None and "commas" in e.value.message  # the filter would still not parse
+    with pytest.raises(ExploreError) as e:
+        from_json({"dataset": "workloads", "fields": ["x" * 50_000 + ",name"]})
+    assert len(e.value.hint) < 200  # a hint never echoes a long input

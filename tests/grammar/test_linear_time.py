@@ -28,11 +28,13 @@ import re
 
 import ontoos_explore
 from ontoos_explore.errors import ExploreError
+from ontoos_explore.explain import TEXT_FORM
 from ontoos_explore.governance.promote import _BLANKS, FINGERPRINT
 from ontoos_explore.grammar.forms import _FLAG_HEAD, from_flags, from_json
 from ontoos_explore.grammar.limits import _LIST_EVENTS, MAX_TEXT, check_lists
 from ontoos_explore.grammar.parser import parse_text
 from ontoos_explore.names import IDENT_RE
+from ontoos_explore.server.governance_actions import REQUEST_ID
 from ontoos_explore.server.governance_forms import DAYS, SUBTYPE
 from ontoos_explore.server.query_string import INTEGER
 from ontoos_explore.templates import _CLOSED, _LITERAL, template_of
@@ -84,6 +86,9 @@ ADVERSARIAL = {
     "a long number of days": (DAYS.fullmatch, "9" * N),
     "a long fingerprint": (FINGERPRINT.fullmatch, "a" * N + "g"),
     "blanks between words": (lambda t: _BLANKS.sub(" ", t), " \t" * (N // 2) + "x"),
+    # explain's test for the text form, and the dashboard's request ids
+    "explain, spaces and no word after explore": (TEXT_FORM.match, " " * N + "explore" + "x" * N),
+    "a long request id": (REQUEST_ID.fullmatch, "a" * N + "g"),
 }
 
 # compiled at module level, read only at start or from PostgreSQL's own output: no request reaches them

@@ -43,7 +43,8 @@ FUZZ = dict(derandomize=True, deadline=None, database=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large,
                                    HealthCheck.function_scoped_fixture])
 DOCUMENTED_5XX = {503, 504}
-TOOLS = ["ontoos_explore", "ontoos_catalog", "ontoos_queries", "ontoos_run_query", "ontoos_explain", "ontoos_stats"]
+TOOLS = ["ontoos_explore", "ontoos_catalog", "ontoos_queries", "ontoos_run_query", "ontoos_explain", "ontoos_request_query",
+         "ontoos_stats"]
 ROUTES = ["/api/v1/explore", "/api/v1/catalog", "/mcp", "/healthz", "/favicon.ico", "/governance",
           "/governance/login", "/governance/promote", "/api/v1/governance/report", "/api/v1/governance/recent",
           "/api/v1/", "/", "/api/v1/explore/", "/MCP", "/api/v2/explore"]

@@ -43,7 +43,7 @@ from tests.envelopes import comparable
 
 ROOT = Path(__file__).resolve().parents[2]
 MODES = ("auto", "legacy")
-TOOL_NAMES = ["ontoos_catalog", "ontoos_explore", "ontoos_queries", "ontoos_run_query", "ontoos_explain",
+TOOL_NAMES = ["ontoos_catalog", "ontoos_explore", "ontoos_queries", "ontoos_run_query", "ontoos_explain", "ontoos_request_query",
               "ontoos_stats"]
 
 # principal -> (contract role, bearer token); the server config stores only sha256(token)
@@ -727,8 +727,9 @@ async def test_mcp_tools_list(server, mode):
         async with mcp_client(server, mode, token=ALICE) as c:
             listed = await c.list_tools()
     assert [t.name for t in listed.tools] == TOOL_NAMES
-    for t in listed.tools:
-        assert t.annotations.read_only_hint is True and t.annotations.destructive_hint is False
+    for t in listed.tools:  # every tool reads only, but the one that files a request, and none destroys
+        assert t.annotations.read_only_hint is (t.name != "ontoos_request_query")
+        assert t.annotations.destructive_hint is False
         assert t.input_schema["type"] == "object" and t.output_schema is not None
         assert t.description
 

@@ -22,7 +22,7 @@ from ontoos_explore.engine.demo_data import SECRET_MARKER
 
 ONTOOS = Path(sys.executable).parent / "ontoos"
 INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
-TOOL_NAMES = ["ontoos_catalog", "ontoos_explore", "ontoos_queries", "ontoos_run_query", "ontoos_explain",
+TOOL_NAMES = ["ontoos_catalog", "ontoos_explore", "ontoos_queries", "ontoos_run_query", "ontoos_explain", "ontoos_request_query",
               "ontoos_stats"]
 
 
@@ -59,7 +59,8 @@ def test_inspector_lists_and_calls_the_tools(inspector):
     assert [t["name"] for t in tools] == TOOL_NAMES
     for t in tools:
         assert t["inputSchema"]["type"] == "object" and t["outputSchema"]["type"] == "object"
-        assert t["annotations"]["readOnlyHint"] is True and t["annotations"]["destructiveHint"] is False
+        assert t["annotations"]["readOnlyHint"] is (t["name"] != "ontoos_request_query")  # it files a request
+        assert t["annotations"]["destructiveHint"] is False
     assert "Traceback" not in listed.stderr
 
     called = inspector("--method", "tools/call", "--tool-name", "ontoos_explore", "--tool-arg", "dataset=workloads",

@@ -35,7 +35,7 @@ from tests.conftest import ROOT
 
 pytestmark = pytest.mark.anyio
 
-TOOL_NAMES = ["ontoos_catalog", "ontoos_explore", "ontoos_queries", "ontoos_run_query", "ontoos_explain",
+TOOL_NAMES = ["ontoos_catalog", "ontoos_explore", "ontoos_queries", "ontoos_run_query", "ontoos_explain", "ontoos_request_query",
               "ontoos_stats"]
 FORBIDDEN = ("Traceback", "SELECT", SECRET_MARKER)
 ERROR_KEYS = {"type", "subtype", "code", "message", "hint"}
@@ -204,7 +204,9 @@ async def test_tools_list_names_order_and_metadata(analyst):
         Draft202012Validator.check_schema(t.output_schema)
         a = t.annotations
         assert a is not None
-        assert (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint) == (True, False, True, False)
+        writes = t.name == "ontoos_request_query"  # it files a request: honestly not read-only, nor idempotent
+        assert (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint) == (
+            not writes, False, not writes, False)
 
 
 async def test_instructions_mention_the_catalog_tool(analyst):
@@ -719,3 +721,10 @@ async def test_explain_over_mcp_an_exploration_and_a_named_query(connect, demo, 
         await viewer.refused("ontoos_explain", {"dataset": "hosts", "fields": ["hostname"]}, "EX202",
                              "UNKNOWN_DATASET")
         assert viewer.tools["ontoos_explain"].annotations.read_only_hint is True
+
+
+async def test_a_request_without_an_audit_store_says_where_it_would_go(viewer):
+    err = await viewer.refused("ontoos_request_query", {"question": "owners of workloads?"}, "EX906", "DATABASE_SETUP")
+    assert "ONTOOS_AUDIT=on" in err["hint"]
+    tool = viewer.tools["ontoos_request_query"]
+    assert tool.annotations.read_only_hint is False and tool.annotations.idempotent_hint is False

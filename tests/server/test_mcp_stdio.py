@@ -25,7 +25,7 @@ from ontoos_explore.engine.demo_data import SECRET_MARKER
 pytestmark = pytest.mark.anyio
 
 ONTOOS = Path(sys.executable).parent / "ontoos"
-TOOL_NAMES = ["ontoos_catalog", "ontoos_explore", "ontoos_queries", "ontoos_run_query", "ontoos_explain",
+TOOL_NAMES = ["ontoos_catalog", "ontoos_explore", "ontoos_queries", "ontoos_run_query", "ontoos_explain", "ontoos_request_query",
               "ontoos_stats"]
 FORBIDDEN = ("Traceback", "SELECT", SECRET_MARKER)
 TOKEN = "stdio-test-token-0123456789"
@@ -77,7 +77,8 @@ async def test_stdio_session_as_analyst(pg_dsn, mode, capfd, caplog):
 
         listed = await client.list_tools()
         assert [t.name for t in listed.tools] == TOOL_NAMES
-        assert all(t.annotations.read_only_hint is True and t.annotations.open_world_hint is False for t in listed.tools)
+        assert all(t.annotations.read_only_hint is (t.name != "ontoos_request_query")  # it files a request
+                   and t.annotations.open_world_hint is False for t in listed.tools)
 
         catalog = await client.call_tool("ontoos_catalog", {})
         clean(catalog)

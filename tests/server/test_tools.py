@@ -38,6 +38,7 @@ from ontoos_explore.server.tools import (
     ExplainInput,
     ExploreInput,
     QueriesInput,
+    RequestInput,
     RunQueryInput,
     StatsInput,
     Tools,
@@ -239,7 +240,7 @@ def test_the_published_schemas_are_the_models():
     assert input_schema(QueriesInput) == {"type": "object", "properties": {}, "additionalProperties": False}
     assert input_schema(RunQueryInput)["required"] == ["id"]
     assert [model for _, _, model in TOOLS.values()] == [CatalogInput, ExploreInput, QueriesInput, RunQueryInput,
-                                                         ExplainInput, StatsInput]
+                                                         ExplainInput, RequestInput, StatsInput]
 
 
 # ================================================================ unknown tools, rate limits

@@ -151,14 +151,19 @@ def cmd_explain(args) -> int:
     from ..explain import explain
     from ..runtime import open_explorer, resolve_dsn
 
+    from ..governance.registry import Registry
+    from .common import UsageError
+
     contract = _load(args)
     role = _role(args)
-    registry = None
+    given = any(getattr(args, k, None) for k in ("query", "file", "json", "dataset"))
+    if args.named and given:
+        raise UsageError("--named explains a named query: give it, or an exploration, not both")
+    if args.param and not args.named:
+        raise UsageError("-p gives a named query's parameters: it goes with --named ID")
+    registry = Registry.load(_settings(args).queries, contract)  # a named query asked as {"query": ID} too
     if args.named:
-        from ..governance.registry import Registry
-
         source = {"query": args.named, "params": _params(args.param)}
-        registry = Registry.load(_settings(args).queries, contract)
     else:
         source = _read_source(args)
         if isinstance(source, str):

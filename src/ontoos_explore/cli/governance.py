@@ -92,7 +92,10 @@ def cmd_queries(args) -> int:
         _emit({"ok": True, "data": {"queries": rows, "skipped": [i for i, _ in registry.problems]}})
         return EXIT_OK
     if not args.id:
-        raise UsageError(f"queries {args.action} needs an ID")
+        raise UsageError(f"queries {args.action} needs an ID" if args.action != "request" else
+                         'queries request needs the question, e.g. ontoos queries request "which teams own ..."')
+    if args.action == "request":
+        return _request(args, contract)
     if args.action == "approve":
         set_status(store, args.id, "approved")
         _emit({"ok": True, "data": {"approved": args.id}})
@@ -134,3 +137,30 @@ def cmd_queries(args) -> int:
     else:
         print(render_result(answer.envelope))
     return EXIT_OK if answer.ok else exit_code(answer.error)
+
+
+def _request(args, contract) -> int:
+    """`ontoos queries request QUESTION [--dataset D]`: a template request, filed for reviewers."""
+    import getpass
+
+    import psycopg
+
+    from ..catalog import describe_dataset
+    from ..governance import requests
+    from ..runtime import resolve_dsn
+
+    question = requests.question_of(args.id)
+    role = _role(args)
+    dataset = describe_dataset(contract, role, args.dataset)["name"] if args.dataset else None
+    settings = _settings(args)
+    dsn = settings.audit_dsn or resolve_dsn(settings, contract)
+    try:
+        with psycopg.connect(dsn, connect_timeout=5) as conn:
+            filed = requests.file(conn, principal=f"cli:{getpass.getuser()}", role=role, surface="cli",
+                                  question=question, dataset=dataset)
+    except psycopg.Error:
+        from ..errors import UpstreamError
+
+        raise UpstreamError("the audit store is unavailable", reason="REQUEST_NOT_FILED") from None
+    _emit({"ok": True, "data": filed, "meta": {"contract_hash": contract.hash}})
+    return EXIT_OK

@@ -150,9 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "boolean and date ranges are kept: every agent reads the examples)")
     m.add_argument("--queries", metavar="FILE", help="registry YAML (default: $ONTOOS_QUERIES, else queries.yaml)")
 
-    n = sub.add_parser("queries", help="named queries: list, show, run, approve")
-    n.add_argument("action", choices=("list", "show", "run", "approve"))
-    n.add_argument("id", nargs="?")
+    n = sub.add_parser("queries", help="named queries: list, show, run, approve; request one that does not exist")
+    n.add_argument("action", choices=("list", "show", "run", "approve", "request"))
+    n.add_argument("id", nargs="?", help="the named query's id (request: the question, in words)")
+    n.add_argument("--dataset", help="request: the dataset the question is about")
     n.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE", help="run: a parameter (repeatable)")
     n.add_argument("--queries", metavar="FILE", help="registry YAML (default: $ONTOOS_QUERIES, else queries.yaml)")
     _contract_arg(n)

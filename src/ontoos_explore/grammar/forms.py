@@ -139,22 +139,37 @@ def _string_list(body: dict, key: str, required: bool = False) -> list[str]:
         raise _bad(f"'{key}' must be a list of strings", f'e.g. "{key}": ["name"]')
     if len(value) > MAX_ITEMS:
         raise _bad(f"'{key}' has {len(value)} entries", f"at most {MAX_ITEMS} are read")
-    split = [part for entry in value for part in (split_top_level(entry) or [entry])]
-    if len(split) > len(value) and len(split) <= MAX_ITEMS:  # "name,namespace": a list was meant
-        fixed = {**body, key: split}
-        raise _bad(f"'{key}' has commas inside one entry: each entry is one {ENTRY[key]}",
-                   f'give a list, one per entry: "{key}": {_shown_list(split)}',
-                   retry_with=fixed if _reads(fixed) else None)
     return value
+
+
+def _comma_lists(body: dict) -> None:
+    """Refuse list entries written as one comma-separated string ("name,namespace": a list was meant),
+    every list key at once, with the lists as they were meant (retry_with, when that reads)."""
+    split: dict[str, list[str]] = {}
+    for key in ENTRY:
+        value = body.get(key)
+        entries = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        if not all(isinstance(x, str) for x in entries) or len(entries) > MAX_ITEMS:
+            continue  # refused as it is, by _string_list
+        parts = [part for entry in entries for part in (split_top_level(entry) or [entry])]
+        if len(parts) > len(entries) and len(parts) <= MAX_ITEMS:
+            split[key] = parts
+    if split:
+        key, parts = next(iter(split.items()))
+        fixed = {**body, **split}
+        raise _bad(f"'{key}' has commas inside one entry: each entry is one {ENTRY[key]}",
+                   f'give a list, one per entry: "{key}": {_shown_list(parts)}',
+                   retry_with=fixed if _reads(fixed) else None)
 
 
 ENTRY = {"fields": "field", "group_by": "column", "order_by": "order key", "relations": "relation"}
 
 
 def _shown_list(items: list[str]) -> str:
+    """The first entries, each cut short: a hint never echoes a long input."""
     import json
 
-    shown = json.dumps(items[:4])
+    shown = json.dumps([x if len(x) <= 40 else x[:40] + "..." for x in items[:4]])
     return shown[:-1] + ", ...]" if len(items) > 4 else shown
 
 
@@ -259,6 +274,7 @@ def from_json(body: Any) -> Exploration:
 
     if "dataset" not in body:
         raise _bad("'dataset' is required", "name the dataset to explore; ontoos_catalog lists them")
+    _comma_lists(body)
     dataset = _name(body["dataset"], "dataset")
     relations = tuple(_name(r, f"relations[{i}]") for i, r in enumerate(_string_list(body, "relations")))
     fields = tuple(parse(f, start="field", what=f"fields[{i}]") for i, f in enumerate(_string_list(body, "fields", True)))

@@ -170,7 +170,8 @@ class ToIR(Transformer):
         try:
             value = Decimal(str(c[0]))
         except InvalidOperation:  # pragma: no cover - the token regex admits only digits
-            raise InputError(Codes.SYNTAX_ERROR, f"'{c[0]}' is not a number", position=_pos(c[0]))
+            raise InputError(Codes.SYNTAX_ERROR, f"'{c[0]}' is not a number", hint="write a number as 12 or 1.5",
+                             position=_pos(c[0]))
         detail = decimal_unfit(value)  # no exponent in the grammar: only too many digits after the point
         if detail is not None:
             raise unholdable("a literal", detail, _pos(c[0]))

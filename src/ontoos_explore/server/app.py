@@ -3,6 +3,7 @@
     /mcp              MCP over streamable HTTP (bearer token)          mcp_http.py
     /api/v1/explore   POST the JSON form, or GET with a query string   rest.py
     /api/v1/catalog   GET, ?dataset= to describe one                   rest.py
+    /api/v1/requests  POST, a template request for reviewers           rest.py
     /healthz          liveness, no token                               rest.py
     /readyz           readiness (database, contract, drift), no token  rest.py
     /governance...    the reviewers' dashboard (when given)            governance_routes.py
@@ -52,6 +53,7 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
 
     app = Starlette(
         routes=[
+            Route("/api/v1/requests", rest.request_query, methods=["POST"]),
             Route("/healthz", rest.healthz, methods=["GET"]),
             Route("/readyz", rest.readyz, methods=["GET"]),
             Route("/favicon.ico", rest.favicon, methods=["GET"]),

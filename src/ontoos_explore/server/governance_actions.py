@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any
 
 import psycopg
@@ -15,9 +16,12 @@ from starlette.responses import RedirectResponse, Response
 
 from ..errors import AuthError, Codes, ExploreError, InputError, csrf_refused, flooded
 from ..governance import promote as promotion
+from ..governance import requests as template_requests
 from .config import Principal
 from .governance_forms import Form, LOGIN_DONE, _chosen, _describe, _done, _form, _ident, _notice
 from .sessions import COOKIE, Session
+
+REQUEST_ID = re.compile(r"[0-9a-f]{16}")
 
 
 class Actions:
@@ -84,6 +88,27 @@ class Actions:
             return f"approve {entry.get('id', ident)} (promoted by {promoted_by})", _done("approved", str(entry.get("id", ident))), "APPROVED"
 
         return await self._action(request, "approve", act)
+
+    async def close_request(self, request: Request) -> Response:
+        async def act(form: Form, principal: Principal, session: Session):
+            ident = form.one("id")
+            if not REQUEST_ID.fullmatch(ident or ""):
+                raise InputError(Codes.INVALID_REQUEST, "'id' must be a request's id", hint="close it from its row")
+            answered_by = form.one_or_none("answered_by") or None
+            if answered_by is not None:
+                answered_by = _ident(answered_by)
+
+            def write():
+                with psycopg.connect(self._dsn(), connect_timeout=5) as conn:
+                    return template_requests.close(conn, ident, principal.name, answered_by)
+
+            if not await asyncio.to_thread(write):
+                raise InputError(Codes.INVALID_REQUEST, f"no open request {ident}",
+                                 hint="it is closed already, or was never filed: reload the page")
+            return (f"close request {ident}" + (f", answered by {answered_by}" if answered_by else ""),
+                    _done("closed", ident), "CLOSED")
+
+        return await self._action(request, "close request", act)
 
     async def logout(self, request: Request) -> Response:
         async def act(form: Form, principal: Principal, session: Session):

@@ -25,12 +25,14 @@ from ..names import fold, is_identifier
 DONE = {
     "promoted": "promoted {id} (pending): it runs once a reviewer approves it below",
     "approved": "approved {id}: agents can run it with ontoos_run_query",
+    "closed": "closed request {id}",
 }
 LOGIN_DONE = {"signed_out": "You are signed out: the session has ended."}
 
 MAX_FORM = 64 * 1024
 MAX_FIELDS = 300
-FIELD_LIMITS = {"token": 4096, "csrf": 200, "fingerprint": 64, "id": 63, "title": promotion.MAX_TITLE, "keep": 2000}
+FIELD_LIMITS = {"token": 4096, "csrf": 200, "fingerprint": 64, "id": 63, "title": promotion.MAX_TITLE, "keep": 2000,
+                "answered_by": 63}
 SUBTYPE = re.compile(r"[A-Z][A-Z_]{0,39}")
 DAYS = re.compile(r"[0-9]{1,3}")
 # what a field may not hold: control characters (C0, DEL, C1), surrogates, private use, and the bidi controls

@@ -57,6 +57,7 @@ from starlette.routing import Route
 from ..errors import AuthError, Codes, ExploreError, InputError
 from ..governance import promote as promotion
 from ..governance import report as rep
+from ..governance import requests as template_requests
 from ..names import is_identifier
 from .config import Authenticator, Principal
 from .governance_actions import Actions
@@ -204,6 +205,7 @@ class Governance(Actions):
 
             ensure_schema(conn)
             data = rep.report(conn, f, self.rule, promotion.promoted_fingerprints(self.registry_path))
+            data["requests"] = template_requests.open_requests(conn)
         for c in data["candidates"]:
             c["suggested_id"] = _suggest_id(c)
             c["suggested_title"] = _suggest_title(c)
@@ -328,6 +330,7 @@ class Governance(Actions):
             Route("/governance/promote", _secured(self.promote_form), methods=["GET"]),
             Route("/governance/promote", _secured(self.promote), methods=["POST"]),
             Route("/governance/approve", _secured(self.approve), methods=["POST"]),
+            Route("/governance/requests/close", _secured(self.close_request), methods=["POST"]),
             Route("/api/v1/governance/{view}", _secured(self.api), methods=["GET"]),
         ]
 

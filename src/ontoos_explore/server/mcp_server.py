@@ -35,7 +35,7 @@ from .. import __version__
 from ..envelope import Answer
 from ..errors import InternalError
 from .config import Principal
-from .tool_models import INSTRUCTIONS, READ_ONLY, TOOLS, input_schema, output_schema
+from .tool_models import ANNOTATIONS, INSTRUCTIONS, READ_ONLY, TOOLS, input_schema, output_schema
 from .tools import Tools
 
 log = logging.getLogger("ontoos_explore.mcp")
@@ -52,7 +52,7 @@ def tool_list() -> list[Tool]:
             description=description,
             input_schema=input_schema(model),
             output_schema=out,
-            annotations=ToolAnnotations(title=title, **READ_ONLY),
+            annotations=ToolAnnotations(title=title, **ANNOTATIONS.get(name, READ_ONLY)),
         )
         for name, (title, description, model) in TOOLS.items()
     ]

@@ -3,6 +3,7 @@
     POST /api/v1/explore   the JSON form (bodies.read_json_object)
     GET  /api/v1/explore   the same question as a query string (query_string.explore_arguments)
     GET  /api/v1/catalog   ?dataset= to describe one, ?name= to find anything by name
+    POST /api/v1/requests  a template request: {"question": ..., "dataset": ...}
     GET  /healthz          liveness, no token
     GET  /readyz           readiness: the database reachable, the contract loaded, drift (reported), no token
     GET  /favicon.ico      204, so a browser's own fetch is not a refusal to audit
@@ -42,7 +43,7 @@ log = logging.getLogger("ontoos_explore.http")
 
 PING_EVERY_S = 1.0  # /readyz asks the database at most this often
 UNREAD_BODY = (408, 413, CLIENT_CLOSED)  # answered before the body was read: the connection cannot be reused
-ROUTES = "POST/GET /api/v1/explore, GET /api/v1/catalog, /mcp, /governance, /healthz, /readyz"
+ROUTES = "POST/GET /api/v1/explore, GET /api/v1/catalog, POST /api/v1/requests, /mcp, /governance, /healthz, /readyz"
 
 
 def answer_response(answer: Answer, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -118,6 +119,13 @@ class Rest:
             return explore_arguments(params)
 
         return await self.call(request, "ontoos_explore", read)
+
+    async def request_query(self, request: Request) -> JSONResponse:
+        """POST /api/v1/requests: a template request ({"question": ..., "dataset": ...}), for reviewers."""
+        async def read() -> dict[str, Any]:
+            return await read_json_object(request, self.body_timeout_s)
+
+        return await self.call(request, "ontoos_request_query", read)
 
     async def catalog(self, request: Request) -> JSONResponse:
         async def read() -> dict[str, Any]:

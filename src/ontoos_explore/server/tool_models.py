@@ -128,6 +128,14 @@ class StatsInput(BaseModel):
                                                                 "(sources, batches, age against its threshold)")
 
 
+class RequestInput(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    refusals: ClassVar[dict[str, tuple[str, str]]] = {
+        "dataset": ("'dataset' must be a dataset's name", 'e.g. {"question": "...", "dataset": "workloads"}')}
+    question: SkipValidation[str] = Field(description="What you need and could not ask, in words")
+    dataset: str | None = Field(None, description="The dataset it is about, if one is")
+
+
 class Meta(BaseModel):
     model_config = ConfigDict(extra="allow")
     exploration_id: str | None = None
@@ -146,6 +154,9 @@ class Envelope(BaseModel):
 EXPLORE_ARGUMENTS = tuple(ExploreInput.model_fields)
 
 READ_ONLY = {"read_only_hint": True, "destructive_hint": False, "idempotent_hint": True, "open_world_hint": False}
+# a tool that is not read-only says so: filing a request writes one (never destroys, each call a new one)
+ANNOTATIONS = {"ontoos_request_query": {"read_only_hint": False, "destructive_hint": False, "idempotent_hint": False,
+                                        "open_world_hint": False}}
 
 # name -> (title, description, input model); the order is the order tools are listed in.
 TOOLS: dict[str, tuple[str, str, type[BaseModel]]] = {
@@ -180,6 +191,12 @@ TOOLS: dict[str, tuple[str, str, type[BaseModel]]] = {
         "params): datasets and relations with their cardinality, the limit that applies, the budgets, whether "
         "it is within the cost budget, and what to change. Reads no rows.",
         ExplainInput,
+    ),
+    "ontoos_request_query": (
+        "Ask reviewers for a query",
+        "When no exploration or named query can say what you need: file the question (and the dataset it is "
+        "about) for reviewers, with your recent refusals. It writes a request; it reads nothing.",
+        RequestInput,
     ),
     "ontoos_stats": (
         "How current the data is",

@@ -19,18 +19,21 @@ the shared guidance is `INSTRUCTIONS`.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import psycopg
 from pydantic import BaseModel
 
 from ..catalog import describe_dataset, list_datasets, status
 from ..contract import Contract
 from ..drift.state import LakeState
 from ..envelope import Answer, new_id
-from ..errors import Codes, ExploreError, InputError, cancelled, no_token, rate_limited, too_many_in_flight
+from ..errors import (Codes, ExploreError, InputError, UpstreamError, cancelled, no_token, rate_limited,
+                      too_many_in_flight)
 from ..grammar.forms import from_json
 from ..grammar.limits import CheckedJSON, check_json
 from ..explain import explain, is_named
@@ -44,7 +47,7 @@ from .config import Principal, RateLimiter
 from .tool_models import (  # noqa: F401 - the tools as data, re-exported for the surfaces
     EXPLORE_ARGUMENTS, INSTRUCTIONS, READ_ONLY, TOOLS, CatalogInput, Envelope, ExplainInput, ExploreInput,
     FilterObject, Meta,
-    QueriesInput, RequireInput, RunQueryInput, StatsInput, input_schema, output_schema, validate)
+    QueriesInput, RequestInput, RequireInput, RunQueryInput, StatsInput, input_schema, output_schema, validate)
 
 
 def _source(name: str, arguments: Any) -> Any:
@@ -72,10 +75,11 @@ def _asked(name: str, arguments: Any) -> Exploration | None:
         return None
 
 
+_SURFACE: contextvars.ContextVar[str] = contextvars.ContextVar("ontoos_surface", default="mcp")
 OPTIONS = ("dry_run", "require")  # ontoos_explore's arguments that are not the exploration
 
 Handler = Callable[[BaseModel, dict[str, Any], Principal], Awaitable[Answer]]
-QUERYING = ("ontoos_explore", "ontoos_run_query", "ontoos_explain", "ontoos_stats")  # the tools that take a database connection
+QUERYING = ("ontoos_explore", "ontoos_run_query", "ontoos_explain", "ontoos_request_query", "ontoos_stats")  # the tools that take a database connection
 
 
 class Tools:
@@ -90,7 +94,7 @@ class Tools:
         self.handlers: dict[str, Handler] = {
             "ontoos_catalog": self._catalog, "ontoos_explore": self._explore,
             "ontoos_queries": self._queries, "ontoos_run_query": self._run_query, "ontoos_explain": self._explain,
-            "ontoos_stats": self._stats}
+            "ontoos_request_query": self._request, "ontoos_stats": self._stats}
         self.in_flight: dict[str, int] = {}  # principal name -> queries running now (one event loop: no lock)
 
     # ------------------------------------------------------------ the entry point
@@ -102,6 +106,7 @@ class Tools:
         source = _source(name, arguments)
         answer = None if admitted else self.admit(principal)
         if answer is None:
+            _SURFACE.set(surface)  # this call's task (and what it awaits): the tools that record where it came
             try:
                 answer = await self._run(name, arguments, principal)
             except asyncio.CancelledError:  # recorded with what it asked: the pipeline's parse went with it
@@ -245,6 +250,31 @@ class Tools:
     async def _explain(self, args: ExplainInput, arguments: dict[str, Any], principal: Principal) -> Answer:
         source = arguments if is_named(arguments) else CheckedJSON(arguments)
         return self._ok(await explain(self.explorer, source, principal.role, self.registry), principal)
+
+    async def _request(self, args: RequestInput, arguments: dict[str, Any], principal: Principal) -> Answer:
+        """File a template request (governance/requests.py) in the audit store, for reviewers."""
+        from ..governance import requests
+
+        question = requests.question_of(args.question)
+        dataset = None
+        if args.dataset is not None:  # a dataset it may read, named as the contract does; else refused as the catalog does
+            dataset = describe_dataset(self.contract, principal.role, args.dataset)["name"]
+        if self.audit is None:
+            raise ExploreError(Codes.DATABASE_SETUP, "this server keeps no audit store, where requests are filed",
+                               hint="ask the operators to start it with ONTOOS_AUDIT=on")
+        surface = _SURFACE.get()
+
+        def write():
+            with psycopg.connect(self.audit.dsn, connect_timeout=5) as conn:
+                return requests.file(conn, principal=principal.name, role=principal.role, surface=surface,
+                                     question=question, dataset=dataset)
+
+        try:
+            filed = await asyncio.to_thread(write)
+        except psycopg.Error:
+            raise UpstreamError("the audit store is unavailable", reason="REQUEST_NOT_FILED") from None
+        return self._ok({**filed, "next": "a reviewer sees it on the governance dashboard; ontoos_queries will "
+                                          "list the named query that answers it"}, principal)
 
     async def _stats(self, args: StatsInput, arguments: dict[str, Any], principal: Principal) -> Answer:
         return self._ok(await freshness(self.explorer, principal.role), principal)
