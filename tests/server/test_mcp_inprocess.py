@@ -728,3 +728,38 @@ async def test_a_request_without_an_audit_store_says_where_it_would_go(viewer):
     assert "ONTOOS_AUDIT=on" in err["hint"]
     tool = viewer.tools["ontoos_request_query"]
     assert tool.annotations.read_only_hint is False and tool.annotations.idempotent_hint is False
+
+
+async def test_a_role_the_contract_does_not_let_explore_has_no_explore_tool(connect, tmp_path):
+    def no_explore(data):
+        data["roles"]["viewer"]["explore"] = False
+
+    variant = contract_variant(tmp_path, no_explore)
+    async with connect("viewer", contract=variant) as viewer:
+        listed = [t.name for t in (await viewer.client.list_tools()).tools]
+        assert listed == [n for n in TOOL_NAMES if n != "ontoos_explore"]
+        answers = []
+        for name in ("ontoos_explore", "ontoos_nosuch"):  # the one it may not call is one that does not exist
+            with pytest.raises(MCPError) as caught:
+                await viewer.client.call_tool(name, {"dataset": "workloads", "fields": ["name"]})
+            answers.append((caught.value.error.code, caught.value.error.message.replace(name, "X")))
+        assert answers[0] == answers[1] and "ontoos_explore" not in answers[0][1]
+        env = await viewer.ok("ontoos_catalog", {})  # the rest answers as before
+        assert env["data"]["role"] == "viewer"
+    async with connect("analyst", contract=variant) as analyst:  # another role still explores
+        assert "ontoos_explore" in [t.name for t in (await analyst.client.list_tools()).tools]
+        await analyst.ok("ontoos_explore", {"dataset": "workloads", "fields": ["name"], "limit": 1})
+
+
+async def test_over_rest_a_role_that_may_not_explore_is_told_there_is_no_such_tool(demo, pool, tmp_path):
+    from ontoos_explore.errors import Codes
+
+    def no_explore(data):
+        data["roles"]["viewer"]["explore"] = False
+
+    variant = contract_variant(tmp_path, no_explore)
+    p, settings = pool
+    tools = Tools(variant, Explorer(variant, Executor(p, settings)))
+    answer = await tools.call("ontoos_explore", {"dataset": "workloads", "fields": ["name"]},
+                              Principal("vic", "viewer"), "rest")
+    assert answer.error.error_code is Codes.UNKNOWN_TOOL and "ontoos_explore" not in answer.envelope["error"]["hint"]

@@ -131,6 +131,7 @@ class Role(_Model):
     max_literal_length: int = Field(default=1000, ge=1)
     max_cost: float | None = Field(default=None, gt=0)
     clamp_limit: bool = True  # false: a limit above the budget is refused, not clamped
+    explore: bool = True  # false: the role asks through named queries only (ontoos_explore is not its tool)
     name: str = Field(default="", exclude=True)
 
 

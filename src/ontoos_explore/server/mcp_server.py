@@ -70,11 +70,13 @@ def build_server(tools: Tools, principal_of: Callable[[ServerRequestContext], Pr
     listed = tool_list()
 
     async def list_tools(ctx: ServerRequestContext, params: PaginatedRequestParams | None) -> ListToolsResult:
-        return ListToolsResult(tools=listed)
+        visible = tools.visible(principal_of(ctx))
+        return ListToolsResult(tools=[t for t in listed if t.name in visible])
 
     async def call_tool(ctx: ServerRequestContext, params: CallToolRequestParams) -> CallToolResult:
-        if params.name not in TOOLS:
-            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name[:60]}. Tools: {', '.join(TOOLS)}")
+        visible = tools.visible(principal_of(ctx))
+        if params.name not in visible:  # a tool the role may not call is one that does not exist
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name[:60]}. Tools: {', '.join(visible)}")
         try:
             answer = await tools.call(params.name, params.arguments or {}, principal_of(ctx), surface=surface)
         except Exception:  # never let internal text out as a JSON-RPC error

@@ -195,8 +195,9 @@ class Tools:
             if not isinstance(arguments, dict):
                 raise InputError(Codes.INVALID_REQUEST, "arguments must be an object", hint="send a JSON object")
             check_json(arguments, "the arguments")
-            if name not in TOOLS:
-                raise InputError(Codes.UNKNOWN_TOOL, f"no tool '{str(name)[:60]}'", hint=f"tools: {', '.join(TOOLS)}")
+            visible = self.visible(principal)
+            if name not in visible:
+                raise InputError(Codes.UNKNOWN_TOOL, f"no tool '{str(name)[:60]}'", hint=f"tools: {', '.join(visible)}")
             args = validate(name, TOOLS[name][2], arguments)
             if name not in QUERYING:
                 return await self.handlers[name](args, arguments, principal)
@@ -225,6 +226,14 @@ class Tools:
             answer.error.retry_with = {**answer.error.retry_with, "dry_run": True}
             answer.envelope["error"]["retry_with"] = answer.error.retry_with
         return answer
+
+    def visible(self, principal: Principal | None) -> list[str]:
+        """The tools `principal` may call, in listing order: every tool, but ontoos_explore only for a role
+        the contract lets explore. Any other is answered as a tool that does not exist."""
+        role = self.contract.role(principal.role) if principal is not None else None
+        if role is not None and not role.explore:
+            return [name for name in TOOLS if name != "ontoos_explore"]
+        return list(TOOLS)
 
     @property
     def lake(self) -> LakeState:
