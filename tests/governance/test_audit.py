@@ -171,12 +171,12 @@ def build_cases() -> list[dict[str, Any]]:
         _refused("INVALID_REQUEST", "EX102"))
     add("ontoos_catalog", {"dataset": "nosuch"}, ANA, _refused("UNKNOWN_DATASET", "EX202", "UNKNOWN_DATASET"))
     add("ontoos_catalog", {"dataset": "hosts"}, VIC, _refused("UNKNOWN_DATASET", "EX202", "OUT_OF_SCOPE"))
-    add("ontoos_run_query", {"id": "no_such_query"}, VIC, _refused("UNKNOWN_QUERY", "EX208"))
+    add("ontoos_run_query", {"id": "no_such_query"}, VIC, _refused("CAPABILITY_NOT_FOUND", "EX208"))
     add("ontoos_run_query", {"id": NAMED["id"], "params": {"namespace": 3}}, VIC, _refused("TYPE_MISMATCH", "EX301"))
     add("ontoos_explore", _wl("prod", 2), None,
         _refused("AUTH_REQUIRED", "EX502", type_="auth", principal="anonymous", role=None))
     add("ontoos_catalog", {}, None, _refused("AUTH_REQUIRED", "EX502", type_="auth", principal="anonymous", role=None))
-    add("ontoos_drop_everything", {}, ANA, _refused("INVALID_REQUEST", "EX104"))
+    add("ontoos_drop_everything", {}, ANA, _refused("CAPABILITY_NOT_FOUND", "EX104"))
 
     # ---- failed (3): the database's grants refuse a column the (variant) contract allows; the database is down
     for p in (ANA, ADM):

@@ -518,7 +518,7 @@ async def test_catalog_bad_arguments(viewer):
 async def test_queries_without_a_registry_list_nothing(analyst, connect, demo, tmp_path):
     env = await analyst.ok("ontoos_queries", {})
     assert env["data"] == {"queries": []}
-    err = await analyst.refused("ontoos_run_query", {"id": "anything"}, "EX208", "UNKNOWN_QUERY")
+    err = await analyst.refused("ontoos_run_query", {"id": "anything"}, "EX208", "CAPABILITY_NOT_FOUND")
     assert "ontoos_explore" in err["hint"]
     empty = Registry.load(tmp_path / "absent.yaml", demo)
     async with connect("analyst", registry=empty) as s:
@@ -581,11 +581,11 @@ async def test_run_query(connect, demo, tmp_path, pg_dsn):
         err = await s.refused("ontoos_run_query", {"id": "workloads_in_namespace", "params": "prod"},
                               "EX102", "INVALID_REQUEST")
         err = await s.refused("ontoos_run_query", {"id": "workloads_in_namespac", "params": {"namespace": "prod"}},
-                              "EX208", "UNKNOWN_QUERY")
+                              "EX208", "CAPABILITY_NOT_FOUND")
         assert "did you mean 'workloads_in_namespace'" in err["hint"]
         # pending and broken entries do not exist for the caller
         for ident in ("workloads_unreviewed", "leaky_env"):
-            err = await s.refused("ontoos_run_query", {"id": ident}, "EX208", "UNKNOWN_QUERY")
+            err = await s.refused("ontoos_run_query", {"id": ident}, "EX208", "CAPABILITY_NOT_FOUND")
             assert "workloads_unreviewed" not in err["hint"] and "leaky_env" not in err["hint"]
         err = await s.refused("ontoos_run_query", {"i": "workloads_in_namespace"}, "EX102", "INVALID_REQUEST")
         assert "did you mean 'id'" in err["hint"]
@@ -603,11 +603,11 @@ async def test_run_query_outside_scope_answers_like_nonexistent(connect, demo, t
     async with connect("viewer", registry=registry) as s:
         assert [q["id"] for q in (await s.ok("ontoos_queries", {}))["data"]["queries"]] == ["workloads_in_namespace"]
         hidden = await s.refused("ontoos_run_query", {"id": "hosts_by_provider", "params": {"provider": "aws"}},
-                                 "EX208", "UNKNOWN_QUERY")
+                                 "EX208", "CAPABILITY_NOT_FOUND")
         missing = await s.refused("ontoos_run_query", {"id": "zqxw_by_provider", "params": {"provider": "aws"}},
-                                  "EX208", "UNKNOWN_QUERY")
+                                  "EX208", "CAPABILITY_NOT_FOUND")
         assert hidden == json.loads(json.dumps(missing).replace("zqxw_by_provider", "hosts_by_provider"))
-        near = await s.refused("ontoos_run_query", {"id": "hosts_by_providr"}, "EX208", "UNKNOWN_QUERY")
+        near = await s.refused("ontoos_run_query", {"id": "hosts_by_providr"}, "EX208", "CAPABILITY_NOT_FOUND")
         assert "hosts_by_provider" not in near["hint"]
 
 
@@ -692,7 +692,7 @@ async def test_a_freshness_requirement_over_mcp(analyst):
                                                    "require": {"max_age": 1}}, "EX102", "INVALID_REQUEST")
     assert "did you mean 'max_age_s'" in err["hint"]
     err = await analyst.refused("ontoos_run_query", {"id": "nosuch", "require": {"max_age_s": 1}},
-                                "EX208", "UNKNOWN_QUERY")
+                                "EX208", "CAPABILITY_NOT_FOUND")
     schema = analyst.tools["ontoos_explore"].input_schema
     assert "require" in schema["properties"]
 
@@ -717,7 +717,7 @@ async def test_explain_over_mcp_an_exploration_and_a_named_query(connect, demo, 
         assert env["data"]["relations"][0]["repeats_rows"] is True and env["data"]["kind"] == "exploration"
         env = await viewer.ok("ontoos_explain", {"query": "workloads_in_namespace", "params": {"namespace": "prod"}})
         assert env["data"]["kind"] == "named_query" and env["data"]["datasets"][0]["name"] == "workloads"
-        await viewer.refused("ontoos_explain", {"query": "no_such_query"}, "EX208", "UNKNOWN_QUERY")
+        await viewer.refused("ontoos_explain", {"query": "no_such_query"}, "EX208", "CAPABILITY_NOT_FOUND")
         await viewer.refused("ontoos_explain", {"dataset": "hosts", "fields": ["hostname"]}, "EX202",
                              "UNKNOWN_DATASET")
         assert viewer.tools["ontoos_explain"].annotations.read_only_hint is True
@@ -738,12 +738,15 @@ async def test_a_role_the_contract_does_not_let_explore_has_no_explore_tool(conn
     async with connect("viewer", contract=variant) as viewer:
         listed = [t.name for t in (await viewer.client.list_tools()).tools]
         assert listed == [n for n in TOOL_NAMES if n != "ontoos_explore"]
-        answers = []
+        visible = [n for n in TOOL_NAMES if n != "ontoos_explore"]
         for name in ("ontoos_explore", "ontoos_nosuch"):  # the one it may not call is one that does not exist
             with pytest.raises(MCPError) as caught:
                 await viewer.client.call_tool(name, {"dataset": "workloads", "fields": ["name"]})
-            answers.append((caught.value.error.code, caught.value.error.message.replace(name, "X")))
-        assert answers[0] == answers[1] and "ontoos_explore" not in answers[0][1]
+            message = caught.value.error.message
+            assert caught.value.error.code == INVALID_PARAMS and message.startswith(f"Unknown tool: {name}. ")
+            assert message.endswith("Tools: " + ", ".join(visible))
+            said = message.removeprefix(f"Unknown tool: {name}. ")
+            assert "ontoos_explore" not in said  # not suggested, not listed
         env = await viewer.ok("ontoos_catalog", {})  # the rest answers as before
         assert env["data"]["role"] == "viewer"
     async with connect("analyst", contract=variant) as analyst:  # another role still explores
@@ -763,3 +766,13 @@ async def test_over_rest_a_role_that_may_not_explore_is_told_there_is_no_such_to
     answer = await tools.call("ontoos_explore", {"dataset": "workloads", "fields": ["name"]},
                               Principal("vic", "viewer"), "rest")
     assert answer.error.error_code is Codes.UNKNOWN_TOOL and "ontoos_explore" not in answer.envelope["error"]["hint"]
+
+
+async def test_a_misspelt_tool_or_query_is_capability_not_found_with_what_was_meant(connect, demo, tmp_path):
+    registry = Registry.load(write_registry(tmp_path / "q.yaml", REGISTRY["queries"]), demo)
+    async with connect("viewer", registry=registry) as viewer:
+        with pytest.raises(MCPError) as caught:
+            await viewer.client.call_tool("ontoos_explor", {})
+        assert "Did you mean ontoos_explore?" in caught.value.error.message
+        err = await viewer.refused("ontoos_run_query", {"id": "workloads_in_namespac"}, "EX208", "CAPABILITY_NOT_FOUND")
+        assert "did you mean 'workloads_in_namespace'?" in err["hint"]

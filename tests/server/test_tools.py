@@ -249,8 +249,11 @@ def test_the_published_schemas_are_the_models():
 async def test_an_unknown_tool_is_refused_and_recorded(tools):
     answer = await tools.call("ontoos_drop_everything", {}, ALICE, "rest")
     err = answer.envelope["error"]
-    assert (err["code"], err["type"]) == ("EX104", "validation") and err["hint"] == "tools: " + ", ".join(TOOLS)
-    assert tools.audit.codes() == [("rest", "EX104")]
+    assert (err["code"], err["type"], err["subtype"]) == ("EX104", "validation", "CAPABILITY_NOT_FOUND")
+    assert err["hint"].endswith("tools: " + ", ".join(TOOLS))
+    near = await tools.call("ontoos_catalogue", {}, ALICE, "rest")
+    assert near.envelope["error"]["hint"].startswith("did you mean 'ontoos_catalog'?")
+    assert tools.audit.codes() == [("rest", "EX104"), ("rest", "EX104")]
     # with no principal, the token comes first
     anonymous = await tools.call("ontoos_drop_everything", {}, None, "mcp")
     assert (anonymous.envelope["error"]["code"], anonymous.status) == ("EX502", 401)

@@ -51,7 +51,7 @@ class Codes:
     SYNTAX_ERROR = _c("EX101", VALIDATION, "SYNTAX_ERROR", "the text form does not parse")
     INVALID_REQUEST = _c("EX102", VALIDATION, "INVALID_REQUEST", "the JSON or flag form is malformed")
     INVALID_NAME = _c("EX103", VALIDATION, "SYNTAX_ERROR", "a name is not an identifier")
-    UNKNOWN_TOOL = _c("EX104", VALIDATION, "INVALID_REQUEST", "no such tool")
+    UNKNOWN_TOOL = _c("EX104", VALIDATION, "CAPABILITY_NOT_FOUND", "no such tool (or not one the role may call)")
 
     # EX2xx: a name does not resolve (or is not readable: same answer)
     UNKNOWN_FIELD = _c("EX201", VALIDATION, "UNKNOWN_FIELD", "not a readable column")
@@ -59,7 +59,7 @@ class Codes:
     UNKNOWN_RELATION = _c("EX203", VALIDATION, "UNKNOWN_RELATION", "not a relation from the datasets in scope")
     RELATION_NOT_FOLLOWED = _c("EX204", VALIDATION, "UNKNOWN_RELATION", "a column names a relation not followed")
     DUPLICATE_RELATION = _c("EX205", VALIDATION, "UNSUPPORTED_QUERY", "a relation is followed twice")
-    UNKNOWN_QUERY = _c("EX208", VALIDATION, "UNKNOWN_QUERY", "not a named query the role may run")
+    UNKNOWN_QUERY = _c("EX208", VALIDATION, "CAPABILITY_NOT_FOUND", "not a named query the role may run")
     UNKNOWN_READ_SET = _c("EX207", VALIDATION, "UNKNOWN_READ_SET", "not a read set of the contract")
     UNKNOWN_NAME = _c("EX209", VALIDATION, "UNKNOWN_NAME",
                       "not a dataset, column, enum value or relation the role may read (a catalog lookup)")

@@ -34,6 +34,7 @@ from mcp.types import (
 from .. import __version__
 from ..envelope import Answer
 from ..errors import InternalError
+from ..names import close_matches
 from .config import Principal
 from .tool_models import ANNOTATIONS, INSTRUCTIONS, READ_ONLY, TOOLS, input_schema, output_schema
 from .tools import Tools
@@ -76,7 +77,9 @@ def build_server(tools: Tools, principal_of: Callable[[ServerRequestContext], Pr
     async def call_tool(ctx: ServerRequestContext, params: CallToolRequestParams) -> CallToolResult:
         visible = tools.visible(principal_of(ctx))
         if params.name not in visible:  # a tool the role may not call is one that does not exist
-            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name[:60]}. Tools: {', '.join(visible)}")
+            close = close_matches(params.name[:60], visible, n=1)
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name[:60]}. "
+                           + (f"Did you mean {close[0]}? " if close else "") + f"Tools: {', '.join(visible)}")
         try:
             answer = await tools.call(params.name, params.arguments or {}, principal_of(ctx), surface=surface)
         except Exception:  # never let internal text out as a JSON-RPC error

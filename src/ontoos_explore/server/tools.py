@@ -38,6 +38,7 @@ from ..grammar.forms import from_json
 from ..grammar.limits import CheckedJSON, check_json
 from ..explain import explain, is_named
 from ..lookup import lookup
+from ..names import close_matches
 from ..ir import Exploration
 from ..offload import INLINE_SOURCE, off_loop, source_size
 from ..require import read as read_require
@@ -197,7 +198,9 @@ class Tools:
             check_json(arguments, "the arguments")
             visible = self.visible(principal)
             if name not in visible:
-                raise InputError(Codes.UNKNOWN_TOOL, f"no tool '{str(name)[:60]}'", hint=f"tools: {', '.join(visible)}")
+                close = close_matches(str(name)[:60], visible, n=1)
+                raise InputError(Codes.UNKNOWN_TOOL, f"no tool '{str(name)[:60]}'",
+                                 hint=(f"did you mean '{close[0]}'? " if close else "") + f"tools: {', '.join(visible)}")
             args = validate(name, TOOLS[name][2], arguments)
             if name not in QUERYING:
                 return await self.handlers[name](args, arguments, principal)
