@@ -776,3 +776,18 @@ async def test_a_misspelt_tool_or_query_is_capability_not_found_with_what_was_me
         assert "Did you mean ontoos_explore?" in caught.value.error.message
         err = await viewer.refused("ontoos_run_query", {"id": "workloads_in_namespac"}, "EX208", "CAPABILITY_NOT_FOUND")
         assert "did you mean 'workloads_in_namespace'?" in err["hint"]
+
+
+def test_on_the_cli_a_role_that_may_not_explore_is_refused_too(tmp_path, capsys, monkeypatch):
+    from ontoos_explore.cli import main
+
+    def no_explore(data):
+        data["roles"]["viewer"]["explore"] = False
+
+    contract_variant(tmp_path, no_explore)  # writes tmp_path/variant.yaml
+    monkeypatch.delenv("ONTOOS_DSN", raising=False)
+    code = main(["explore", "--contract", str(tmp_path / "variant.yaml"), "--role", "viewer",
+                 "-q", "explore workloads fields name"])
+    err = json.loads(capsys.readouterr().out)["error"]
+    assert code == 2 and (err["code"], err["subtype"]) == ("EX104", "CAPABILITY_NOT_FOUND")
+    assert "named queries" in err["message"] and "ontoos queries" in err["hint"]

@@ -127,6 +127,7 @@ def cmd_explore(args) -> int:
 
     contract = _load(args)
     role = _role(args)
+    _may_explore(contract, role)
     source = _read_source(args)
     require = _require(args)
     settings = _settings(args)
@@ -177,6 +178,16 @@ def cmd_explain(args) -> int:
 
     _emit({"ok": True, "data": asyncio.run(go()), "meta": {"contract_hash": contract.hash}})
     return EXIT_OK
+
+
+def _may_explore(contract, role: str) -> None:
+    """A role the contract keeps to named queries (`explore: false`) has no explore here either."""
+    from ..errors import Codes, InputError
+    from ..pipeline import resolve_role
+
+    if not resolve_role(contract, role).explore:
+        raise InputError(Codes.UNKNOWN_TOOL, f"role {role} does not explore: the contract keeps it to named queries",
+                         hint="ontoos queries list shows what it may run; ontoos queries run ID asks one")
 
 
 def cmd_grants(args) -> int:
