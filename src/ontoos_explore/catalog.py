@@ -1,7 +1,7 @@
 """Catalog: Contract + role -> what the role may read, as plain data.
 
 The one place that describes the contract to a caller (CLI `ontoos catalog`,
-later the MCP tool `ontoos_catalog`). It lists readable datasets and columns
+the MCP tool `ontoos_catalog`; `lookup.py` finds any name through it). It lists readable datasets and columns
 only: secret and hidden columns, datasets outside the read sets, and the
 values of always-filters never appear. An unknown name gets the same
 UNKNOWN_DATASET refusal as exploring it would.

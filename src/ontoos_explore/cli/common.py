@@ -170,3 +170,19 @@ def _params(items: list[str]) -> dict[str, str]:
             raise UsageError(f"-p takes NAME=VALUE, not {item!r}")
         params[name] = value
     return params
+
+
+def _with_explorer(contract, settings, work):
+    """`await work(explorer)` on the database the settings name (the embedded one by default), the
+    contract compared with it first: (its result, the DSN, for the audit)."""
+    import asyncio
+
+    from ..runtime import open_explorer, resolve_dsn
+
+    dsn = resolve_dsn(settings, contract)
+
+    async def go():
+        async with open_explorer(contract, settings, dsn) as explorer:
+            return await work(explorer)
+
+    return asyncio.run(go()), dsn

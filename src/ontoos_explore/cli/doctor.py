@@ -74,22 +74,12 @@ def _version(text: str) -> tuple[int, ...]:
 
 
 def cmd_stats(args) -> int:
-    import asyncio
-
-    from ..runtime import open_explorer, resolve_dsn
     from ..stats import freshness
-    from .common import _load
+    from .common import _load, _with_explorer
 
     contract = _load(args)
     role = _role(args)
-    settings = _settings(args)
-    dsn = resolve_dsn(settings, contract)
-
-    async def go():
-        async with open_explorer(contract, settings, dsn) as explorer:
-            return await freshness(explorer, role)
-
-    data = asyncio.run(go())
+    data, _ = _with_explorer(contract, _settings(args), lambda explorer: freshness(explorer, role))
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     if fmt == "json":
         _emit({"ok": True, "data": data, "meta": {"contract_hash": contract.hash}})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from .common import (EXIT_OK, EXIT_REJECTED, _audit_cli, _emit, _load, _params, _read_file, _read_source,
-                     _require, _role, _settings, _table, exit_code, render_result)
+                     _require, _role, _settings, _table, _with_explorer, exit_code, render_result)
 
 
 def cmd_compile(args) -> int:
@@ -121,23 +121,14 @@ def _bind_list(text: str | None, n_params: int | None) -> tuple | None:
 
 
 def cmd_explore(args) -> int:
-    import asyncio
-
-    from ..runtime import open_explorer, resolve_dsn
-
     contract = _load(args)
     role = _role(args)
     _may_explore(contract, role)
     source = _read_source(args)
     require = _require(args)
     settings = _settings(args)
-    dsn = resolve_dsn(settings, contract)
-
-    async def go():
-        async with open_explorer(contract, settings, dsn) as explorer:
-            return await explorer.explore(source, role, dry_run=args.dry_run, require=require)
-
-    answer = asyncio.run(go())
+    answer, dsn = _with_explorer(contract, settings, lambda explorer: explorer.explore(
+        source, role, dry_run=args.dry_run, require=require))
     _audit_cli(settings, dsn, contract, answer, role, source)
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     if fmt == "json" or not answer.ok or args.dry_run:
@@ -147,11 +138,7 @@ def cmd_explore(args) -> int:
     return EXIT_OK if answer.ok else exit_code(answer.error)
 
 def cmd_explain(args) -> int:
-    import asyncio
-
     from ..explain import explain
-    from ..runtime import open_explorer, resolve_dsn
-
     from ..governance.registry import Registry
     from .common import UsageError
 
@@ -169,14 +156,8 @@ def cmd_explain(args) -> int:
         source = _read_source(args)
         if isinstance(source, str):
             source = {"query": source}
-    settings = _settings(args)
-    dsn = resolve_dsn(settings, contract)
-
-    async def go():
-        async with open_explorer(contract, settings, dsn) as explorer:
-            return await explain(explorer, source, role, registry)
-
-    _emit({"ok": True, "data": asyncio.run(go()), "meta": {"contract_hash": contract.hash}})
+    plan, _ = _with_explorer(contract, _settings(args), lambda explorer: explain(explorer, source, role, registry))
+    _emit({"ok": True, "data": plan, "meta": {"contract_hash": contract.hash}})
     return EXIT_OK
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from .common import (EXIT_OK, UsageError, _audit_cli, _emit, _load, _params, _registry_file, _require, _role, _settings, _table,
+from .common import (EXIT_OK, UsageError, _audit_cli, _emit, _load, _params, _registry_file, _require, _role, _settings, _table, _with_explorer,
                      exit_code, render_result)
 
 
@@ -108,28 +108,21 @@ def cmd_queries(args) -> int:
             raise UsageError(f"the registry has no valid query '{args.id}'")
         _emit({"ok": True, "data": {**entry.describe(), "status": entry.status, "sql": entry.sql}})
         return EXIT_OK
-    import asyncio
-
-    from ..runtime import open_explorer, resolve_dsn
+    from ..envelope import Answer
+    from ..errors import ExploreError
 
     params = _params(args.param)
     role = _role(args)
     require = _require(args)
     settings = _settings(args)
-    dsn = resolve_dsn(settings, contract)
 
-    async def go():
-        async with open_explorer(contract, settings, dsn) as explorer:
-            try:
-                return await registry.run(explorer, role, args.id, params, require)
-            except ExploreError as e:
-                from ..service import Answer
+    async def work(explorer):
+        try:
+            return await registry.run(explorer, role, args.id, params, require)
+        except ExploreError as e:  # refused before it ran (unknown id, bad parameters): the one refusal shape
+            return Answer.refusal(e, contract_hash=contract.hash, notice=explorer.lake.notice_for(role))
 
-                return Answer(e.to_envelope(contract_hash=contract.hash), error=e)
-
-    from ..errors import ExploreError
-
-    answer = asyncio.run(go())
+    answer, dsn = _with_explorer(contract, settings, work)
     _audit_cli(settings, dsn, contract, answer, role, f"queries run {args.id} {json.dumps(params)}")
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     if fmt == "json" or not answer.ok:

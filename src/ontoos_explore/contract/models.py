@@ -6,7 +6,7 @@ Lookups are case-insensitive through tables built once per contract (by
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
@@ -31,6 +31,20 @@ QualifiedName = Annotated[str, AfterValidator(_schema_table)]  # a table or view
 
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class _InTable:
+    """The schema and table of a model's `schema.table` field (`_qualified`: the field's name)."""
+
+    _qualified: ClassVar[str]
+
+    @property
+    def schema_name(self) -> str:
+        return getattr(self, self._qualified).split(".")[0]
+
+    @property
+    def table_name(self) -> str:
+        return getattr(self, self._qualified).split(".")[1]
 
 
 class Column(_Model):
@@ -60,7 +74,8 @@ class FilterRule(_Model):
     value: Any = None
 
 
-class Dataset(_Model):
+class Dataset(_InTable, _Model):
+    _qualified: ClassVar[str] = "relation"
     relation: QualifiedName  # physical table or view
     description: str = ""
     heavy: bool = False
@@ -82,13 +97,6 @@ class Dataset(_Model):
             raise ValueError("a dataset needs at least one column")
         return v
 
-    @property
-    def schema_name(self) -> str:
-        return self.relation.split(".")[0]
-
-    @property
-    def table_name(self) -> str:
-        return self.relation.split(".")[1]
 
     def column(self, name: str) -> Column | None:
         return self.__pydantic_private__["_by_fold"].get(fold(name))
@@ -135,21 +143,16 @@ class Role(_Model):
     name: str = Field(default="", exclude=True)
 
 
-class Evidence(_Model):
+class Evidence(_InTable, _Model):
     """Where the lake records what it published: one row per published batch, with the columns
     `source, batch_id, collected_at, published_at, as_of` (a source's current batch: its latest
     `published_at`); and how old data may be and still be fresh."""
 
+    _qualified: ClassVar[str] = "publish_log"
+
     publish_log: QualifiedName
     threshold_s: int = Field(default=129_600, ge=1)
 
-    @property
-    def schema_name(self) -> str:
-        return self.publish_log.split(".")[0]
-
-    @property
-    def table_name(self) -> str:
-        return self.publish_log.split(".")[1]
 
 
 PUBLISH_LOG_COLUMNS = ("source", "batch_id", "collected_at", "published_at", "as_of")

@@ -2,7 +2,7 @@
 
     /mcp              MCP over streamable HTTP (bearer token)          mcp_http.py
     /api/v1/explore   POST the JSON form, or GET with a query string   rest.py
-    /api/v1/catalog   GET, ?dataset= to describe one                   rest.py
+    /api/v1/catalog   GET, ?dataset= to describe one, ?name= to find   rest.py
     /api/v1/requests  POST, a template request for reviewers           rest.py
     /healthz          liveness, no token                               rest.py
     /readyz           readiness (database, contract, drift), no token  rest.py
