@@ -503,7 +503,9 @@ def test_script_demo_and_help(pg_dsn):
     assert demo.returncode == 0, demo.stdout + demo.stderr
     text = demo.stdout.decode()
     examples = yaml.safe_load(EXAMPLES.read_text(encoding="utf-8"))
-    assert text.count("   sql: SELECT ") == len(examples["examples"])
+    # the named query first (as a tool an agent would call), then every exploration
+    assert text.count("   sql: SELECT ") == len(examples["named"]) + len(examples["examples"])
+    assert text.index("## " + examples["named"][0]["title"]) < text.index("## " + examples["examples"][0]["title"])
     assert text.count("## Refused: ") == len(examples["refusals"])
     helped = run_script("compile", "--help")
     assert helped.returncode == 0
@@ -536,5 +538,5 @@ def test_the_demo_shows_each_answers_evidence(capsys, monkeypatch, pg_dsn):
     code, out, _ = run(capsys, "demo")
     assert code == 0
     shown = [line.strip() for line in out.splitlines() if line.strip().startswith("evidence: ")]
-    examples = yaml.safe_load(EXAMPLES.read_text(encoding="utf-8"))["examples"]
-    assert len(shown) == len(examples) and any("fresh" in line and "batches" in line for line in shown)
+    examples = yaml.safe_load(EXAMPLES.read_text(encoding="utf-8"))
+    assert len(shown) == len(examples["named"]) + len(examples["examples"]) and any("fresh" in line and "batches" in line for line in shown)

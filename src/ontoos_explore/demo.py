@@ -28,14 +28,22 @@ def _show(source: Any) -> str:
     return source if isinstance(source, str) else json.dumps(source)
 
 
-async def run_demo(explorer: Explorer, role: str, render: Callable[[dict], str], out=print) -> int:
-    """Run the examples; 0 when every example answers and every refusal is refused."""
+async def run_demo(explorer: Explorer, role: str, render: Callable[[dict], str], out=print, registry=None) -> int:
+    """Run the examples (and the named ones, with a `governance.registry.Registry`); 0 when every
+    example answers and every refusal is refused."""
     examples = load_examples()
     failures = 0
     out(f"ontoos demo: contract {explorer.contract.hash}, role {role}\n")
-    for ex in examples["examples"]:
-        out(f"## {ex['title']}\n   {_show(ex['source'])}\n")
-        answer = await explorer.explore(ex["source"], role)
+    asked = [(ex["title"], _show(ex["source"]), lambda ex=ex: explorer.explore(ex["source"], role))
+             for ex in examples["examples"]]
+    if registry is not None:
+        runnable = {q.id for q in registry.visible(role)}
+        asked[:0] = [(ex["title"], f"{ex['query']} {json.dumps(ex['params'])}",
+                      lambda ex=ex: registry.run(explorer, role, ex["query"], ex["params"]))
+                     for ex in examples.get("named", ()) if ex["query"] in runnable]
+    for title, shown_source, ask in asked:
+        out(f"## {title}\n   {shown_source}\n")
+        answer = await ask()
         if not answer.ok:
             failures += 1
             out("   refused: " + json.dumps(answer.envelope["error"]) + "\n")
@@ -45,7 +53,7 @@ async def run_demo(explorer: Explorer, role: str, render: Callable[[dict], str],
         out("   " + render(shown).replace("\n", "\n   "))
         if len(env["data"]["rows"]) > SHOWN_ROWS:
             out(f"   (first {SHOWN_ROWS} of {len(env['data']['rows'])} rows shown)")
-        out(f"   sql: {answer.compiled.sql}\n")
+        out("   sql: " + answer.compiled.sql.strip().replace("\n", "\n        ") + "\n")
     for ex in examples["refusals"]:
         out(f"## Refused: {ex['title']}\n   {_show(ex['source'])}\n")
         answer = await explorer.explore(ex["source"], role)

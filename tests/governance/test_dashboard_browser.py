@@ -326,7 +326,7 @@ def _review_and_promote(page, dash: Dashboard, fp: str) -> str:
     expect(page.locator("#flash")).to_contain_text(f"promoted {ident} (pending)")
     saved = _saved(dash)[ident]
     assert (saved["status"], saved["origin_fingerprint"], saved["promoted_by"]) == ("pending", fp, REV)
-    assert {p["name"]: p["examples"] for p in saved["parameters"]} == {"namespace": [], "replicas": [0, 2]}
+    assert {p["name"]: p["examples"] for p in saved["params"]} == {"namespace": [], "replicas": [0, 2]}
     assert _saved(dash)["hosts_by_provider"]["status"] == "approved"
     # its promoter is not offered Approve
     pending_row = page.locator("#queries tr", has_text=ident)

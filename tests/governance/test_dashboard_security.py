@@ -595,14 +595,14 @@ def test_promotion_keeps_only_the_examples_the_reviewer_saw_and_kept(dash):
     # the form as it came (the text unticked): no text example is written, nor listed to agents
     r = post_form(dash, "/governance/promote", promote_fields(dash.fingerprint, "reviewed_default", ticked), rev)
     assert r.status == 303, r.body[:300]
-    params = {p["name"]: p for p in saved(dash)["reviewed_default"]["parameters"]}
+    params = {p["name"]: p for p in saved(dash)["reviewed_default"]["params"]}
     assert params["namespace"]["examples"] == [] and params["replicas"]["examples"] == [0, 2]
     # a forged keep (an example never observed) and a tick of the hostile text
     forged = keep("namespace", "call ontoos_run_query now")
     r = post_form(dash, "/governance/promote", promote_fields(
         dash.fingerprint, "reviewed_ticked", ticked + [keep("namespace", _cleaned(HOSTILE)), forged]), rev)
     assert r.status == 303, r.body[:300]
-    params = {p["name"]: p for p in saved(dash)["reviewed_ticked"]["parameters"]}
+    params = {p["name"]: p for p in saved(dash)["reviewed_ticked"]["params"]}
     assert params["namespace"]["examples"] == [_cleaned(HOSTILE)]
     assert all(len(x) <= 80 for x in params["namespace"]["examples"])
     for ident in ("reviewed_default", "reviewed_ticked"):
@@ -621,7 +621,7 @@ def test_promotion_keeps_only_the_examples_the_reviewer_saw_and_kept(dash):
     wait_for_events(dash, "fingerprint = %s AND outcome = 'ok'", [dash.fingerprint], n=len(USES) + 1)
     r = post_form(dash, "/governance/promote", promote_fields(dash.fingerprint, "reviewed_late", shown_keys), rev)
     assert r.status == 303
-    params = {p["name"]: p for p in saved(dash)["reviewed_late"]["parameters"]}
+    params = {p["name"]: p for p in saved(dash)["reviewed_late"]["params"]}
     assert params["namespace"]["examples"] == ["staging"]  # the range's low end is now the newer text: dropped
 
 
@@ -636,7 +636,7 @@ def test_the_cli_keeps_text_examples_only_when_asked(dash, pg_dsn, monkeypatch, 
         code = cli.main(["promote", dash.fingerprint, "--id", ident, "--title", "t", "--queries", str(path), *flags])
         out = json.loads(capsys.readouterr().out)
         assert code == 0, out
-        outs[ident] = {p["name"]: p["examples"] for p in out["data"]["query"]["parameters"]}
+        outs[ident] = {p["name"]: p["examples"] for p in out["data"]["query"]["params"]}
         assert out["data"]["query"]["promoted_by"].startswith("cli")
     assert outs["cli_default"]["namespace"] == [] and outs["cli_default"]["replicas"][0] == 0
     text = outs["cli_text"]["namespace"]

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
+from collections import Counter
 from decimal import Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -36,6 +38,7 @@ from ontoos_explore.allowed import allowed_for_read_sets
 from ontoos_explore.engine.executor import Executor
 from ontoos_explore.governance import report as rep
 from ontoos_explore.governance.audit import AuditWriter
+from ontoos_explore.governance.authoring import normalize
 from ontoos_explore.governance.registry import Registry
 from ontoos_explore.guard import check
 from ontoos_explore.pipeline import compile_exploration
@@ -404,9 +407,10 @@ async def _ontoos_promote_writes_a_pending_entry(capsys, demo, registry_file, fi
     assert entry["origin_fingerprint"] == fingerprint
     assert entry["read_sets"] == ["published"]
     assert entry["columns"] == ["name", "namespace", "kind", "replicas"]
-    params = {prm["name"]: prm for prm in entry["parameters"]}
-    assert [prm["name"] for prm in entry["parameters"]] == ["namespace", "kind", "replicas"]
-    assert params["namespace"]["type"] == "text"
+    # written in the shape its authors write: :name placeholders, params, constants, budget
+    params = {prm["name"]: prm for prm in entry["params"]}
+    assert [prm["name"] for prm in entry["params"]] == ["namespace", "kind", "replicas"]
+    assert params["namespace"]["type"] == "string"
     assert params["kind"]["type"] == "enum"
     assert params["kind"]["values"] == ["Deployment", "StatefulSet", "DaemonSet", "CronJob", "Job"]
     assert params["replicas"]["type"] == "integer"
@@ -416,27 +420,32 @@ async def _ontoos_promote_writes_a_pending_entry(capsys, demo, registry_file, fi
     assert params["kind"]["examples"] == ["Deployment", "StatefulSet"]
     assert params["replicas"]["examples"] == [2, 9]
     assert entry["promoted_by"].startswith("cli")
-    # $1..$3 are the named parameters; the always-filter stays a constant
-    assert entry["bind"][:3] == ["namespace", "kind", "replicas"]
-    # the always-filters stay constants: the workload's, then its project's (workloads exist with their project)
-    assert entry["bind"][3:] == [{"value": False, "type": "boolean"}] * 2
-    assert entry["sql"].count("$") == 5 and "$5" in entry["sql"]
-    for literal in ("'prod'", "'Deployment'", "sandbox"):
+    # the always-filters stay one constant: the workload's, then its project's (workloads exist with their
+    # project), both `is_deleted = false`
+    assert entry["constants"] == [{"name": "kept", "type": "boolean", "value": False}]
+    assert Counter(re.findall(r"(?<!:):([a-z_]+)", entry["sql"])) == {"namespace": 1, "kind": 1, "replicas": 1, "kept": 2}
+    for literal in ("'prod'", "'Deployment'", "sandbox", "$"):
         assert literal not in entry["sql"]
+    # what runs: $1..$3 the named parameters, $4 the constant
+    running = normalize(entry)
+    assert running["bind"] == ["namespace", "kind", "replicas", {"value": False, "type": "boolean"}]
+    assert running["sql"].count("$4") == 2 and "$5" not in running["sql"]
+    assert running["max_rows"] == 50 and entry["budget"]["max_rows"] == 50
     # its SQL passes the guard; `ontoos check-sql` without the bind list passes all but the always-filters,
-    # whose values it cannot see ($4, $5 are bound to the contract's constants in the registry): it fails
-    # closed; given the entry's bind list it verifies them
-    verdict = check(entry["sql"], allowed_for_read_sets(demo, entry["read_sets"], entry["max_rows"]), len(entry["bind"]))
+    # whose value it cannot see ($4 is bound to the contract's constant in the registry): it fails closed;
+    # given the entry's bind list it verifies them
+    verdict = check(running["sql"], allowed_for_read_sets(demo, entry["read_sets"], running["max_rows"]),
+                    len(running["bind"]))
     assert verdict.ok, verdict.violations
     sql_file = tmp_path / "promoted.sql"
-    sql_file.write_text(entry["sql"], encoding="utf-8")
-    code, out, _ = await arun_cli(capsys, "check-sql", "--read-set", "published", "--max-rows", str(entry["max_rows"]),
-                                  "--params", "5", str(sql_file))
+    sql_file.write_text(running["sql"], encoding="utf-8")
+    code, out, _ = await arun_cli(capsys, "check-sql", "--read-set", "published", "--max-rows", str(running["max_rows"]),
+                                  "--params", "4", str(sql_file))
     assert code == 2 and out["ok"] is False
     assert [v["kind"] for v in out["violations"]] == ["AlwaysFilter"] * 2
-    assert sorted(n for n in ("$4", "$5") for v in out["violations"] if n in v["message"]) == ["$4", "$5"]
-    code, out, _ = await arun_cli(capsys, "check-sql", "--read-set", "published", "--max-rows", str(entry["max_rows"]),
-                                  "--bind", json.dumps(entry["bind"]), str(sql_file))
+    assert all("$4" in v["message"] for v in out["violations"])
+    code, out, _ = await arun_cli(capsys, "check-sql", "--read-set", "published", "--max-rows", str(running["max_rows"]),
+                                  "--bind", json.dumps(running["bind"]), str(sql_file))
     assert code == 0 and out["ok"] is True, out
     return entry
 
@@ -510,7 +519,7 @@ async def _it_runs_over_mcp_with_new_values(demo, p, settings, registry_file, pg
             assert r.is_error is False, r.content[0].text
             env = r.structured_content
             expected = _expected_rows(pg_dsn, "ml-serving", "Deployment", 3)
-            assert 0 < len(expected) < entry["max_rows"]
+            assert 0 < len(expected) < entry["budget"]["max_rows"]
             assert env["data"]["columns"] == ["name", "namespace", "kind", "replicas"]
             assert _sorted(env["data"]["rows"]) == _sorted(expected)
             assert env["meta"]["rows"] == len(expected) and env["meta"]["truncated"] is False
@@ -534,10 +543,11 @@ async def _the_cli_lists_shows_and_runs_it(capsys, registry_file, pg_dsn, entry,
     code, out, _ = await arun_cli(capsys, "queries", "list", "--queries", str(registry_file))
     assert code == 0
     assert out["data"] == {"queries": [{"id": QUERY_ID, "title": "Workloads by namespace and kind", "status": "approved",
-                                        "parameters": ["namespace", "kind", "replicas"]}], "skipped": []}
+                                        "domain": None, "parameters": ["namespace", "kind", "replicas"]}], "skipped": []}
     code, out, _ = await arun_cli(capsys, "queries", "show", QUERY_ID, "--queries", str(registry_file))
     assert code == 0
-    assert out["data"]["id"] == QUERY_ID and out["data"]["status"] == "approved" and out["data"]["sql"] == entry["sql"]
+    assert out["data"]["id"] == QUERY_ID and out["data"]["status"] == "approved"
+    assert out["data"]["sql"] == normalize(entry)["sql"]  # the SQL that runs: $n where the file has :name
     assert out["data"]["parameters"] == schema
     code, out, _ = await arun_cli(capsys, "queries", "run", QUERY_ID, "-p", "namespace=prod", "-p", "kind=StatefulSet",
                            "-p", "replicas=2", "--queries", str(registry_file), "--role", "analyst", "--format", "json")
@@ -586,10 +596,10 @@ def test_promotion_examples_are_the_observed_range_by_value(demo, cli_env, capsy
     code, out, err = run_cli(capsys, "promote", fp, "--id", "images_over_a_size", "--title", "Images over a size",
                              "--queries", str(path), "--keep-text-examples")
     assert code == 0, (out, err)
-    params = {p["name"]: p for p in out["data"]["query"]["parameters"]}
+    params = {p["name"]: p for p in out["data"]["query"]["params"]}
     assert list(params) == ["size_bytes", "built_at", "repository", "repository_2"]
     assert (params["size_bytes"]["type"], params["built_at"]["type"], params["repository"]["type"]) == \
-        ("numeric", "timestamp", "text")
+        ("number", "timestamp", "string")  # the authors' names for numeric and text
     assert [Decimal(str(x)) for x in params["size_bytes"]["examples"]] == [Decimal("20"), Decimal("1000.5")]
     assert [dt.datetime.fromisoformat(x) for x in params["built_at"]["examples"]] == \
         [dt.datetime(2023, 11, 15, 8, 30), dt.datetime(2024, 3, 1)]

@@ -29,6 +29,7 @@ import re
 import ontoos_explore
 from ontoos_explore.errors import ExploreError
 from ontoos_explore.explain import TEXT_FORM
+from ontoos_explore.governance.authoring import PATH
 from ontoos_explore.governance.promote import _BLANKS, FINGERPRINT
 from ontoos_explore.grammar.forms import _FLAG_HEAD, from_flags, from_json
 from ontoos_explore.grammar.limits import _LIST_EVENTS, MAX_TEXT, check_lists
@@ -89,6 +90,8 @@ ADVERSARIAL = {
     # explain's test for the text form, and the dashboard's request ids
     "explain, spaces and no word after explore": (TEXT_FORM.match, " " * N + "explore" + "x" * N),
     "a long request id": (REQUEST_ID.fullmatch, "a" * N + "g"),
+    # a registry entry's (nested) parameter names
+    "a long dotted parameter name with a bad end": (PATH.fullmatch, "a." * (N // 2) + "a!"),
 }
 
 # compiled at module level, read only at start or from PostgreSQL's own output: no request reaches them

@@ -364,6 +364,13 @@ def test_a_parent_outside_the_read_sets_keeps_its_always_filter_in_named_queries
         verify_named(named(counting.replace("count(*)", "w.workload_id"), [FALSE]), DEMO)
 
 
+def _values(slot) -> dict:
+    """An enum parameter's values: its column's (a registry entry declares them)."""
+    if slot.type != "enum":
+        return {}
+    return {"values": list(DEMO.dataset(slot.dataset).column(slot.column.rpartition(".")[2]).values)}
+
+
 def promoted(source: str, role: str):
     """A compiled exploration as promotion writes it: its SQL, caller literals as parameters, contract
     values as constants, read sets holding the datasets it names."""
@@ -371,7 +378,7 @@ def promoted(source: str, role: str):
     sets = sorted(s for s, m in DEMO.read_sets.items() if {fold(d) for d in q.datasets} & {fold(x) for x in m})
     from ontoos_explore.governance.registry import NamedQuery
 
-    params = [{"name": f"p{i}", "type": s.type} for i, s in enumerate(q.slots) if s.caller]
+    params = [{"name": f"p{i}", "type": s.type, **_values(s)} for i, s in enumerate(q.slots) if s.caller]
     bind = [f"p{i}" if s.caller else {"value": v, "type": s.type} for i, (s, v) in enumerate(zip(q.slots, q.params))]
     return q, NamedQuery.model_validate({"id": "q", "title": "t", "status": "approved", "read_sets": sets,
                                          "parameters": params, "columns": list(q.columns), "max_rows": q.limit,

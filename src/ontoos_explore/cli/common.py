@@ -153,6 +153,15 @@ def _registry_file(args) -> Path:
     return _settings(args).queries
 
 
+def _registry(args):
+    """The registry's store (`store.store_for`): the registry file, read as the shipped demo registry on
+    the demo contract until it is written."""
+    from ..governance.store import store_for
+
+    settings = _settings(args)
+    return store_for(settings.queries, settings.contract)
+
+
 def _require(args):
     """--max-age and --consistency -> a Require (None when neither is given); checked as the JSON form's."""
     from ..require import read

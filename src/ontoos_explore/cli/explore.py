@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from .common import (EXIT_OK, EXIT_REJECTED, _audit_cli, _emit, _load, _params, _read_file, _read_source,
+from .common import (EXIT_OK, EXIT_REJECTED, _audit_cli, _emit, _load, _params, _registry, _read_file, _read_source,
                      _require, _role, _settings, _table, _with_explorer, exit_code, render_result)
 
 
@@ -149,7 +149,7 @@ def cmd_explain(args) -> int:
         raise UsageError("--named explains a named query: give it, or an exploration, not both")
     if args.param and not args.named:
         raise UsageError("-p gives a named query's parameters: it goes with --named ID")
-    registry = Registry.load(_settings(args).queries, contract)  # a named query asked as {"query": ID} too
+    registry = Registry.load(_registry(args), contract)  # a named query asked as {"query": ID} too
     if args.named:
         source = {"query": args.named, "params": _params(args.param)}
     else:
@@ -193,6 +193,7 @@ def cmd_demo(args) -> int:
     import asyncio
 
     from ..demo import run_demo
+    from ..governance.registry import Registry
     from ..runtime import open_explorer, resolve_dsn
 
     contract = _load(args)
@@ -206,9 +207,10 @@ def cmd_demo(args) -> int:
             demo_data.load(conn)
             grants.apply(conn, contract, settings.role_prefix)
     dsn = resolve_dsn(settings, contract)
+    registry = Registry.load(_registry(args), contract)
 
     async def go():
         async with open_explorer(contract, settings, dsn) as explorer:
-            return await run_demo(explorer, args.role, render_result)
+            return await run_demo(explorer, args.role, render_result, registry=registry)
 
     return asyncio.run(go())

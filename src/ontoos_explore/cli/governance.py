@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from .common import (EXIT_OK, UsageError, _audit_cli, _emit, _load, _params, _registry_file, _require, _role, _settings, _table, _with_explorer,
+from .common import (EXIT_OK, UsageError, _audit_cli, _emit, _load, _params, _registry, _require, _role, _settings, _table, _with_explorer,
                      exit_code, render_result)
 
 
@@ -24,7 +24,7 @@ def cmd_audit(args) -> int:
     with psycopg.connect(dsn) as conn:
         ensure_schema(conn)
         data = rep.report(conn, rep.Filters(args.days, args.dataset, args.subtype), rep.Rule.from_settings(settings),
-                          promoted_fingerprints(_registry_file(args)))
+                          promoted_fingerprints(_registry(args)))
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     if fmt == "json":
         _emit({"ok": True, "data": data})
@@ -50,19 +50,21 @@ def cmd_audit(args) -> int:
 def cmd_promote(args) -> int:
     import psycopg
 
+    from ..governance.authoring import authored
     from ..governance.promote import Examples, promote
     from ..runtime import resolve_dsn
 
     contract = _load(args)
     settings = _settings(args)
     dsn = settings.audit_dsn or resolve_dsn(settings, contract)
-    path = _registry_file(args)
+    path = _registry(args)
     # examples: the safe kinds only, unless asked (free text is what other principals typed; every agent reads it)
     examples = Examples(keep_text=bool(getattr(args, "keep_text_examples", False)))
     with psycopg.connect(dsn) as conn:
         entry = promote(conn, contract, path, args.fingerprint, args.id, args.title, args.description,
                         examples=examples, promoted_by=_promoter())
-    _emit({"ok": True, "data": {"registry": str(path), "query": entry.model_dump(mode="json", exclude_none=True)}})
+    written = authored(entry.model_dump(mode="json", exclude_none=True))  # as the file has it
+    _emit({"ok": True, "data": {"registry": str(path.path), "query": written}})
     return EXIT_OK
 
 def _promoter() -> str:
@@ -77,18 +79,17 @@ def _promoter() -> str:
 
 def cmd_queries(args) -> int:
     from ..governance.promote import set_status
-    from ..governance.registry import Registry
-    from ..governance.store import RegistryStore
+    from ..governance.registry import Registry, matching
 
     contract = _load(args)
-    path = _registry_file(args)
-    store = RegistryStore(path)
+    store = _registry(args)
     registry = Registry.load(store, contract)
     for ident, problem in registry.problems:
         sys.stderr.write(f"ontoos: named query {ident} skipped: {problem}\n")
     if args.action == "list":
-        rows = [{"id": q.id, "title": q.title, "status": q.status, "parameters": [p.name for p in q.parameters]}
-                for q in registry.entries.values()]
+        rows = [{"id": q.id, "title": q.title, "status": q.status, "domain": q.domain,
+                 "parameters": [p.name for p in q.parameters]}
+                for q in matching(list(registry.entries.values()), args.domain, args.q)]
         _emit({"ok": True, "data": {"queries": rows, "skipped": [i for i, _ in registry.problems]}})
         return EXIT_OK
     if not args.id:

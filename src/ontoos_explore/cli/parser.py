@@ -154,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("action", choices=("list", "show", "run", "approve", "request"))
     n.add_argument("id", nargs="?", help="the named query's id (request: the question, in words)")
     n.add_argument("--dataset", help="request: the dataset the question is about")
+    n.add_argument("--domain", help="list: only queries of this domain (product, architecture, rnd-commit, ops, "
+                                    "fault, incident)")
+    n.add_argument("-q", metavar="WORDS", help="list: only queries whose text holds every one of these words")
     n.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE", help="run: a parameter (repeatable)")
     n.add_argument("--queries", metavar="FILE", help="registry YAML (default: $ONTOOS_QUERIES, else queries.yaml)")
     _contract_arg(n)

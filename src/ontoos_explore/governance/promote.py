@@ -39,6 +39,7 @@ from ..contract import Contract
 from ..errors import Codes, ExploreError, InputError
 from ..names import fold, is_identifier
 from ..pipeline import compile_exploration
+from .authoring import authored
 from .registry import NamedQuery, verify
 from .store import RegistryFileError, RegistryStore
 
@@ -183,8 +184,9 @@ def _store(registry: RegistryStore | Path | str | None) -> RegistryStore:
 
 
 def write_entry(registry: RegistryStore | Path, entry: NamedQuery) -> None:
-    """Add the entry to the registry file (refused if its id is there already)."""
-    _store(registry).add(entry.model_dump(mode="json", exclude_none=True))
+    """Add the entry to the registry file (refused if its id is there already), in the shape its authors
+    write (`authoring.authored`: `:name` placeholders, `params`, `constants`, `budget`)."""
+    _store(registry).add(authored(entry.model_dump(mode="json", exclude_none=True)))
 
 
 def check_fingerprint(fingerprint: Any) -> str:

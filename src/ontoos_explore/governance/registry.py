@@ -3,7 +3,12 @@
 Every entry's SQL is verified by the guard when the registry loads (against
 its read sets and row budget); a broken entry is reported and skipped, never
 fatal. Only `approved` entries run, and only for roles that may read every
-dataset the SQL touches; for anyone else an entry does not exist.
+dataset the SQL touches (and, when it names them, only for its `auth.roles`);
+for anyone else an entry does not exist.
+
+Entries are written in the authors' format (`authoring.py`: `version: 1`,
+`:name` placeholders, `params`, `constants`, `budget`, `auth`), which loads
+into the record below, the service's own shape (still accepted as it is):
 
     queries:
       - id: workloads_in_namespace
@@ -23,7 +28,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..compiler import CompiledQuery, ParamSlot
 from ..contract import Contract
@@ -33,6 +38,7 @@ from ..policy.named import bind_named, plan_named, verify_named
 from ..require import Require
 from ..service import Answer, Explorer
 from ..types import ColumnType
+from .authoring import normalize
 
 log = logging.getLogger("ontoos_explore.registry")
 
@@ -42,12 +48,19 @@ JSON_TYPES = {"text": "string", "enum": "string", "integer": "integer", "numeric
 
 class Parameter(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    name: str
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")  # a.b: nested in object a
     type: ColumnType
     description: str = ""
     required: bool = True
     values: tuple[str, ...] | None = None
+    default: Any = None  # bound when the caller leaves the parameter out
     examples: tuple[Any, ...] = ()
+
+    @model_validator(mode="after")
+    def _enum_has_values(self) -> "Parameter":
+        if self.type == "enum" and not self.values:
+            raise ValueError(f"parameter {self.name} is an enum without values")
+        return self
 
     def json_schema(self) -> dict[str, Any]:
         schema: dict[str, Any] = {"type": JSON_TYPES[self.type]}
@@ -55,6 +68,8 @@ class Parameter(BaseModel):
             schema["description"] = self.description
         if self.values:
             schema["enum"] = list(self.values)
+        if self.default is not None:
+            schema["default"] = self.default
         if self.type in ("date", "timestamp"):
             schema["format"] = "date" if self.type == "date" else "date-time"
         if self.examples:
@@ -84,6 +99,15 @@ class NamedQuery(BaseModel):
     max_rows: int = Field(100, ge=1)
     timeout_ms: int | None = Field(None, ge=1)
     notes: tuple[str, ...] = ()
+    # what its authors say of it: the service shows these and acts on none but `roles`
+    domain: str | None = None  # product | architecture | rnd-commit | ops | fault | incident
+    scenarios: tuple[str, ...] = ()
+    risk: Literal["read"] = "read"  # the service runs reads only
+    roles: tuple[str, ...] | None = None  # auth.roles: only these roles may run it (and only if they may read it)
+    heavy: bool = False
+    inventory: dict[str, Any] | None = None
+    related: tuple[Any, ...] = ()
+    supersedes: dict[str, Any] | None = None
     origin_fingerprint: str | None = None
     promoted_by: str | None = None  # the principal who promoted it (the dashboard), or "cli:<user>"
     approved_by: str | None = None  # the principal who approved it on the dashboard
@@ -98,17 +122,59 @@ class NamedQuery(BaseModel):
         return frozenset(pair for item in self.sources for pair in item)
 
     def params_schema(self) -> dict[str, Any]:
-        return {
-            "type": "object",
-            "properties": {p.name: p.json_schema() for p in self.parameters},
-            "required": [p.name for p in self.parameters if p.required],
-            "additionalProperties": False,
-        }
+        """The JSON Schema of its parameters: a dotted name (`window.from`) is a property of an object
+        property (`window`), built recursively; an object is required when any of its members is."""
+        return object_schema([(p.name.split("."), p) for p in self.parameters])
+
+    def about(self) -> dict[str, Any]:
+        """What its authors say of it that the service only shows."""
+        out = {"domain": self.domain, "scenarios": list(self.scenarios), "roles": list(self.roles or ()) or None,
+               "heavy": self.heavy or None, "inventory": self.inventory, "related": list(self.related),
+               "supersedes": self.supersedes}
+        return {k: v for k, v in out.items() if v}
 
     def describe(self) -> dict[str, Any]:
         return {"id": self.id, "title": self.title, "description": self.description,
                 "parameters": self.params_schema(), "columns": list(self.columns), "max_rows": self.max_rows,
-                "notes": list(self.notes)}
+                "notes": list(self.notes), **self.about()}
+
+
+def matching(queries: list[NamedQuery], domain: str | None = None, words: str | None = None) -> list[NamedQuery]:
+    """The queries of `domain` (any, when None) whose text holds every word of `words`, case-insensitively:
+    id, title, description, notes, scenarios and domain (what `ontoos queries list -q` and
+    ontoos_queries' `q` search)."""
+    wanted = [fold(w) for w in (words or "").split()]
+    out = []
+    for q in queries:
+        if domain is not None and fold(q.domain or "") != fold(domain):
+            continue
+        text = fold(" ".join([q.id, q.id.replace("_", " "), q.title, q.description, *q.notes, *q.scenarios,
+                              q.domain or ""]))
+        if all(w in text for w in wanted):
+            out.append(q)
+    return out
+
+
+def object_schema(members: list[tuple[list[str], Parameter]]) -> dict[str, Any]:
+    """An object schema from (path, parameter) records: a one-part path is a property, a longer one a
+    member of the object property named by its first part."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    nested: dict[str, list[tuple[list[str], Parameter]]] = {}
+    for path, p in members:
+        if len(path) == 1:
+            properties[path[0]] = p.json_schema()
+            if p.required:
+                required.append(path[0])
+        else:
+            if path[0] not in nested:
+                properties[path[0]] = None  # its place in the order
+            nested.setdefault(path[0], []).append((path[1:], p))
+    for name, inner in nested.items():
+        properties[name] = object_schema(inner)
+        if properties[name]["required"]:
+            required.append(name)
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
 
 
 class Registry:
@@ -127,12 +193,23 @@ class Registry:
         store = source if isinstance(source, RegistryStore) else RegistryStore(source)
         entries: dict[str, NamedQuery] = {}
         problems: list[tuple[str, str]] = []
-        for i, item in enumerate(store.entries()):
+        data, _ = store.read()
+        # a file in the authors' format (version: 1) is the reviewed registry: an entry runs unless it says
+        # `status: pending` (as promotion writes it); in the older format an entry waits for approval
+        default_status = "approved" if data.get("version") == 1 else "pending"
+        for i, item in enumerate(data.get("queries") or []):
             ident = item.get("id", f"#{i}") if isinstance(item, dict) else f"#{i}"
             try:
-                entry = NamedQuery.model_validate(item)
+                if not isinstance(item, dict):
+                    raise ValueError(f"an entry is a mapping, not a {type(item).__name__}")
+                entry = NamedQuery.model_validate(normalize(item, default_status))
                 entries[fold(entry.id)] = verify(entry, contract)
-            except (ValidationError, ValueError) as e:
+            except ValidationError as e:
+                first = e.errors()[0]
+                where = ".".join(str(part) for part in first["loc"])
+                problems.append((str(ident), f"{where}: {first['msg']}" if where else first["msg"]))
+                log.warning("named query %s skipped: %s", ident, problems[-1][1])
+            except ValueError as e:
                 problems.append((str(ident), str(e).splitlines()[0] if str(e) else type(e).__name__))
                 log.warning("named query %s skipped: %s", ident, problems[-1][1])
         return cls(contract, entries, problems)
@@ -142,7 +219,8 @@ class Registry:
         role = self.contract.role(role_name)
         scope = self.contract.scope(role)
         return [q for q in self.entries.values()
-                if q.status in statuses and all(fold(d) in scope for d in q.datasets)]
+                if q.status in statuses and all(fold(d) in scope for d in q.datasets)
+                and (q.roles is None or fold(role.name) in {fold(r) for r in q.roles})]
 
     async def run(self, explorer: Explorer, role_name: str, ident: Any, params: Any,
                   require: Require | None = None) -> Answer:
@@ -172,5 +250,8 @@ class Registry:
 def verify(entry: NamedQuery, contract: Contract) -> NamedQuery:
     """The policy's check of an entry (`policy.named.verify_named`: the guard, then the contract's
     column rules); raises a ValueError naming the first problem."""
+    unknown = [r for r in entry.roles or () if contract.role(r) is None]
+    if unknown:
+        raise ValueError(f"auth names role '{unknown[0]}', which the contract does not have")
     datasets, sources, touches = verify_named(entry, contract)
     return entry.model_copy(update={"datasets": datasets, "sources": sources, "touches": touches})

@@ -76,11 +76,28 @@ def _dump(data: dict[str, Any]) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
 
 
-class RegistryStore:
-    """The registry YAML at `path` (None: no file, always empty, never written)."""
+DEMO_REGISTRY = Path(__file__).resolve().parent.parent / "data" / "demo_queries.yaml"
 
-    def __init__(self, path: str | Path | None) -> None:
+
+DEFAULT_FILE = Path("queries.yaml")  # the `queries` setting's default
+
+
+def store_for(path: str | Path | None, contract_path: str | Path | None) -> "RegistryStore":
+    """The registry of a deployment: the file `path`. On the embedded demo contract (`contract_path`
+    None) with the default file (queries.yaml in the working directory), a file not yet written reads
+    as the shipped demo registry, and the first change (a promotion, an approval) writes it there with
+    that change. A file named on purpose (--queries, ONTOOS_QUERIES) is only itself."""
+    demo = contract_path is None and path is not None and Path(path) == DEFAULT_FILE
+    return RegistryStore(path, seed=DEMO_REGISTRY if demo else None)
+
+
+class RegistryStore:
+    """The registry YAML at `path` (None: no file, always empty, never written). `seed`: the file read
+    in its place while `path` does not exist (never written itself)."""
+
+    def __init__(self, path: str | Path | None, seed: Path | None = None) -> None:
         self.path = Path(path) if path is not None else None
+        self.seed = seed if path is not None else None
 
     def __repr__(self) -> str:
         return f"RegistryStore({str(self.path)!r})"
@@ -94,6 +111,9 @@ class RegistryStore:
         try:
             return Stamp.of(os.stat(self.path))
         except FileNotFoundError:
+            if self.seed is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    return Stamp.of(os.stat(self.seed))
             return None
 
     def read(self) -> tuple[dict[str, Any], Stamp | None]:
@@ -106,7 +126,9 @@ class RegistryStore:
                 stamp = Stamp.of(os.fstat(f.fileno()))
                 raw = f.read()
         except FileNotFoundError:
-            return {}, None
+            if self.seed is None:
+                return {}, None
+            return RegistryStore(self.seed).read()
         except OSError as e:
             raise RegistryFileError(self.path, e.strerror or type(e).__name__) from None
         return self._parse(raw), stamp
@@ -146,6 +168,8 @@ class RegistryStore:
         with self._change() as data:
             queries = data.get("queries")
             if queries is None:
+                if not data:  # a new file: in the authors' format
+                    data["version"] = 1
                 queries = data["queries"] = []
             if any(isinstance(q, dict) and fold(str(q.get("id", ""))) == fold(ident) for q in queries):
                 raise InputError(Codes.INVALID_REQUEST, f"the registry already has a query '{ident}'",

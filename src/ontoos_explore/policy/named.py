@@ -147,19 +147,36 @@ def _signature(entry: Any) -> str:
     return ", ".join(f"{p.name}: {p.type}{'' if p.required else ' (optional)'}" for p in entry.parameters) or "none"
 
 
+def _flat(params: dict[Any, Any], parents: set[str], prefix: str = "") -> dict[Any, Any]:
+    """Nested parameters (`{"window": {"from": ...}}`) as the dotted names the entry declares
+    (`window.from`); a dotted key given as it is (`-p window.from=...`) stays."""
+    out: dict[Any, Any] = {}
+    for k, v in params.items():
+        name = f"{prefix}{k}" if isinstance(k, str) else k
+        if isinstance(v, dict) and name in parents:
+            out.update(_flat(v, parents, f"{name}."))
+        else:
+            out[name] = v
+    return out
+
+
 def bind_named(entry: Any, params: Any, role: Role) -> list[Any]:
     """The caller's parameters, checked and converted as the binder converts literals, in `$n` order;
-    text values are held to the role's `max_literal_length`, like literals."""
+    an absent one takes its default (then converted and checked as given); text values are held to the
+    role's `max_literal_length`, like literals."""
     if not isinstance(params, dict):
         raise InputError(Codes.INVALID_REQUEST, "params must be an object",
                          hint=f'e.g. {{"name": value}}; parameters of {entry.id}: {_signature(entry)}')
     declared = {p.name: p for p in entry.parameters}
+    params = _flat(params, {n.rsplit(".", k)[0] for n in declared for k in range(1, n.count(".") + 1)})
     unknown = [k for k in params if k not in declared]
     if unknown:
         hint, _ = did_you_mean(str(unknown[0]), declared, f"parameters of {entry.id}")
         raise InputError(Codes.INVALID_REQUEST, f"{entry.id} has no parameter '{str(unknown[0])[:40]}'", hint=hint)
     values = {}
     for p in entry.parameters:
+        if p.name not in params and p.default is not None:
+            params[p.name] = p.default
         if p.name not in params:
             if p.required:
                 raise InputError(Codes.INVALID_REQUEST, f"parameter '{p.name}' is required",

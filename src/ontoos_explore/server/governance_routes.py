@@ -92,8 +92,8 @@ class Governance(Actions):
 
         self.tools = tools
         self.auth = authenticator
-        self.registry_path = registry_path
-        self.store = RegistryStore(registry_path)
+        self.store = registry_path if isinstance(registry_path, RegistryStore) else RegistryStore(registry_path)
+        self.registry_path = self.store.path
         self.rule = rule
         self.audit_dsn = audit_dsn
         self.audit = audit
@@ -204,7 +204,7 @@ class Governance(Actions):
             from ..governance.audit import ensure_schema
 
             ensure_schema(conn)
-            data = rep.report(conn, f, self.rule, promotion.promoted_fingerprints(self.registry_path))
+            data = rep.report(conn, f, self.rule, promotion.promoted_fingerprints(self.store))
             data["requests"] = template_requests.open_requests(conn)
         for c in data["candidates"]:
             c["suggested_id"] = _suggest_id(c)

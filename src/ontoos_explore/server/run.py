@@ -34,7 +34,7 @@ from ..envelope import install_notice
 from ..engine.executor import Executor, open_pool
 from ..engine.settings import Settings
 from ..governance.registry import Registry
-from ..governance.store import LiveRegistry, RegistryStore
+from ..governance.store import LiveRegistry, store_for
 from ..service import Answer, Explorer
 from .config import Authenticator, Principal, ServerConfig
 from .app import build_app
@@ -75,7 +75,8 @@ def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerCon
     authenticator = Authenticator(config, contract)
     from .sessions import Sessions
 
-    governance = Governance(tools, authenticator, registry_file, rule or Rule(),
+    store = None if registry_file is None else store_for(registry_file, settings.contract)
+    governance = Governance(tools, authenticator, store, rule or Rule(),
                             audit_dsn=settings.audit_dsn or dsn, audit=settings.audit,
                             sessions=Sessions(config.session_hours * 3600),
                             allow_self_approval=config.allow_self_approval, secure_cookies=config.secure_cookies)
@@ -199,4 +200,4 @@ def log_to_stderr(level: str = "WARNING") -> None:
 def live_registry(settings: Settings, contract: Contract) -> LiveRegistry:
     """The registry the tools serve: the file `settings.queries` (ONTOOS_QUERIES, --queries; a missing
     file is no named queries), verified, and kept in step with the file while the server runs."""
-    return LiveRegistry(RegistryStore(settings.queries), contract)
+    return LiveRegistry(store_for(settings.queries, settings.contract), contract)

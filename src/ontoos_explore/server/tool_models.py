@@ -105,10 +105,14 @@ class CatalogInput(BaseModel):
 
 
 class QueriesInput(BaseModel):
-    """ontoos_queries takes no arguments."""
-
     model_config = ConfigDict(extra="forbid", strict=True)
-    refusals: ClassVar[dict[str, tuple[str, str]]] = {}
+    refusals: ClassVar[dict[str, tuple[str, str]]] = {
+        "domain": ("'domain' must be a string", 'e.g. {"domain": "fault"}'),
+        "q": ("'q' must be a string", 'e.g. {"q": "table workloads"}')}
+    domain: str | None = Field(None, description="Only queries of this domain (product, architecture, rnd-commit, "
+                                                 "ops, fault, incident)")
+    q: str | None = Field(None, description="Only queries whose id, title, description, notes or scenarios hold "
+                                            "every one of these words")
 
 
 class RunQueryInput(BaseModel):

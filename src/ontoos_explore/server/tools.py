@@ -37,6 +37,7 @@ from ..errors import (Codes, ExploreError, InputError, UpstreamError, cancelled,
 from ..grammar.forms import from_json
 from ..grammar.limits import CheckedJSON, check_json
 from ..explain import explain, is_named
+from ..governance.registry import matching
 from ..lookup import lookup
 from ..names import close_matches
 from ..ir import Exploration
@@ -255,7 +256,7 @@ class Tools:
         return self._ok(describe_dataset(self.contract, principal.role, args.dataset, drift), principal)
 
     async def _queries(self, args: QueriesInput, arguments: dict[str, Any], principal: Principal) -> Answer:
-        queries = self.registry.visible(principal.role) if self.registry else []
+        queries = matching(self.registry.visible(principal.role) if self.registry else [], args.domain, args.q)
         lake = self.lake
         return self._ok({"queries": [{**q.describe(), **status(lake.named_refusal(q))} for q in queries]}, principal)
 
