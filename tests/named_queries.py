@@ -22,3 +22,13 @@ CONFIG_KEYS_FROM = ("FROM lake.config_entries c INNER JOIN lake.k8s_workloads w 
                     "INNER JOIN lake.gitlab_projects p ON p.project_id = w.project_id")
 PARENTS_KEPT = "w.is_deleted = ${n} AND p.is_deleted = ${n}"
 KEPT = "c.is_sensitive = ${n} AND " + PARENTS_KEPT
+
+# The demo registry's queries (data/demo_queries.yaml) as each role's tools/list shows them: after the
+# built-in tools, by id. The engineering read set's two are the analyst's and the admin's only.
+DEMO_QUERY_TOOLS = {
+    "viewer": ["ontoos_q_images_built_in_window", "ontoos_q_languages_by_group", "ontoos_q_memory_hungry_containers",
+               "ontoos_q_project_footprint", "ontoos_q_workloads_in_namespace"],
+    "analyst": ["ontoos_q_hosts_by_provider", "ontoos_q_images_built_in_window", "ontoos_q_languages_by_group",
+                "ontoos_q_memory_hungry_containers", "ontoos_q_project_footprint",
+                "ontoos_q_table_change_blast_radius", "ontoos_q_workloads_in_namespace"],
+}

@@ -38,6 +38,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests import serving
 from tests.databases import database_of, new_database
+from tests.named_queries import DEMO_QUERY_TOOLS
 from tests.serving import SECRET_MARKER, Server, assert_clean, pg_socket_dir
 from tests.envelopes import comparable
 
@@ -726,7 +727,7 @@ async def test_mcp_tools_list(server, mode):
     with anyio.fail_after(30):
         async with mcp_client(server, mode, token=ALICE) as c:
             listed = await c.list_tools()
-    assert [t.name for t in listed.tools] == TOOL_NAMES
+    assert [t.name for t in listed.tools] == TOOL_NAMES + DEMO_QUERY_TOOLS["analyst"]  # then the demo registry's
     for t in listed.tools:  # every tool reads only, but the one that files a request, and none destroys
         assert t.annotations.read_only_hint is (t.name != "ontoos_request_query")
         assert t.annotations.destructive_hint is False

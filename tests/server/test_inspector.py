@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from ontoos_explore.engine.demo_data import SECRET_MARKER
+from tests.named_queries import DEMO_QUERY_TOOLS
 
 ONTOOS = Path(sys.executable).parent / "ontoos"
 INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
@@ -56,7 +57,7 @@ def test_inspector_lists_and_calls_the_tools(inspector):
     listed = inspector("--method", "tools/list")
     assert listed.returncode == 0, listed.stderr[-3000:]
     tools = first_json(listed.stdout)["tools"]
-    assert [t["name"] for t in tools] == TOOL_NAMES
+    assert [t["name"] for t in tools] == TOOL_NAMES + DEMO_QUERY_TOOLS["analyst"]  # the demo registry's
     for t in tools:
         assert t["inputSchema"]["type"] == "object" and t["outputSchema"]["type"] == "object"
         assert t["annotations"]["readOnlyHint"] is (t["name"] != "ontoos_request_query")  # it files a request

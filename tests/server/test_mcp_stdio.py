@@ -21,6 +21,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from ontoos_explore.engine.demo_data import SECRET_MARKER
+from tests.named_queries import DEMO_QUERY_TOOLS
 
 pytestmark = pytest.mark.anyio
 
@@ -76,7 +77,7 @@ async def test_stdio_session_as_analyst(pg_dsn, mode, capfd, caplog):
         assert "ontoos_catalog" in (client.instructions or "")
 
         listed = await client.list_tools()
-        assert [t.name for t in listed.tools] == TOOL_NAMES
+        assert [t.name for t in listed.tools] == TOOL_NAMES + DEMO_QUERY_TOOLS["analyst"]  # the demo registry's
         assert all(t.annotations.read_only_hint is (t.name != "ontoos_request_query")  # it files a request
                    and t.annotations.open_world_hint is False for t in listed.tools)
 

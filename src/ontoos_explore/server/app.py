@@ -15,6 +15,7 @@ its row; an exception a route did not catch is answered the same way.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 
 from starlette.applications import Starlette
@@ -29,6 +30,18 @@ from .mcp_http import MCPEndpoint
 from .middleware import BearerAuth, BodyLimit
 from .rest import Rest, crash, no_route, refused
 from .tools import Tools
+
+
+@contextlib.asynccontextmanager
+async def running(work):
+    """`work` as a task while the block runs, cancelled after."""
+    task = asyncio.ensure_future(work)
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governance=None,
@@ -49,6 +62,7 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
             if floods is not None:  # exits before the lifespan's: the audit takes the open episodes
                 stack.callback(floods.seal_all)
             await stack.enter_async_context(mcp.sessions.run())
+            await stack.enter_async_context(running(mcp.server.changes.watch()))
             yield
 
     app = Starlette(

@@ -157,8 +157,8 @@ class MCPEndpoint:
     def __init__(self, tools: Tools, security=None, body_timeout_s: float = 30.0, mcp_sessions: int = 64) -> None:
         self.tools = tools
         self.body_timeout_s = body_timeout_s
-        self.sessions = StreamableHTTPSessionManager(app=build_server(tools, http_principal),
-                                                     security_settings=security)
+        self.server = build_server(tools, http_principal)
+        self.sessions = StreamableHTTPSessionManager(app=self.server, security_settings=security)
         # the SDK keeps its sessions in a private table: without it, whose a session is cannot be held
         # to (nor sessions counted), so a server on another SDK does not start
         instances = getattr(self.sessions, "_server_instances", None)

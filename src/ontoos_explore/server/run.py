@@ -37,7 +37,7 @@ from ..governance.registry import Registry
 from ..governance.store import LiveRegistry, store_for
 from ..service import Answer, Explorer
 from .config import Authenticator, Principal, ServerConfig
-from .app import build_app
+from .app import build_app, running
 from .tools import Tools
 
 log = logging.getLogger("ontoos_explore.server")
@@ -118,7 +118,8 @@ async def run_stdio(contract: Contract, settings: Settings, dsn: str, principal:
     try:
         tools = Tools(contract, Explorer(contract, Executor(pool, settings), lake=lake), registry, audit)
         server = build_server(tools, fixed(principal), surface="mcp-stdio")
-        async with watching(lake, pool, dsn, settings), stdio_server() as (read, write):
+        async with watching(lake, pool, dsn, settings), running(server.changes.watch()), \
+                stdio_server() as (read, write):
             forward, inbound = anyio.create_memory_object_stream(0)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(answer_unreadable, read, forward, write,

@@ -223,6 +223,40 @@ def output_schema() -> dict[str, Any]:
     return Envelope.model_json_schema()
 
 
+MAX_DESCRIPTION = 2000  # bytes of a named query's tool description (UTF-8)
+
+
+def query_input_schema(query: Any) -> dict[str, Any]:
+    """A named query's tool input: its parameters' schema (nested objects for dotted names), and
+    `require` unless a parameter takes that name."""
+    schema = query.params_schema()
+    if "require" not in schema["properties"]:
+        require = {**RequireInput.model_json_schema(), "description": REQUIRE}
+        require.pop("title", None)
+        schema = {**schema, "properties": {**schema["properties"], "require": require}}
+    return schema
+
+
+def query_description(query: Any) -> str:
+    """A named query's tool description, under MAX_DESCRIPTION bytes: what it is (title, description),
+    what it returns, its notes, and what its authors say of it (domain, scenarios)."""
+    parts = [query.title.rstrip(".") + "."]
+    if query.description:
+        parts.append(query.description)
+    parts.append(f"Reviewed named query {query.id}; returns {', '.join(query.columns)} "
+                 f"(at most {query.max_rows} rows).")
+    parts.extend(query.notes)
+    about = ", ".join(x for x in (query.domain and f"domain {query.domain}",
+                                  query.scenarios and "scenarios " + " ".join(query.scenarios)) if x)
+    if about:
+        parts.append(about[0].upper() + about[1:] + ".")
+    text = " ".join(p.strip() for p in parts if p.strip())
+    raw = text.encode("utf-8")
+    if len(raw) <= MAX_DESCRIPTION:
+        return text
+    return raw[: MAX_DESCRIPTION - 3].decode("utf-8", "ignore").rstrip() + "…"
+
+
 def validate(tool: str, model: type[BaseModel], arguments: dict[str, Any]) -> BaseModel:
     """`arguments` as the tool's input model, or the refusal: an unknown argument first (with
     did-you-mean, and retry_with the call with it renamed when one name is close), then the first

@@ -81,6 +81,7 @@ _SURFACE: contextvars.ContextVar[str] = contextvars.ContextVar("ontoos_surface",
 OPTIONS = ("dry_run", "require")  # ontoos_explore's arguments that are not the exploration
 
 Handler = Callable[[BaseModel, dict[str, Any], Principal], Awaitable[Answer]]
+QUERY_PREFIX = "ontoos_q_"  # a named query's own tool: this, then its id
 QUERYING = ("ontoos_explore", "ontoos_run_query", "ontoos_explain", "ontoos_request_query", "ontoos_stats")  # the tools that take a database connection
 
 
@@ -202,15 +203,18 @@ class Tools:
                 close = close_matches(str(name)[:60], visible, n=1)
                 raise InputError(Codes.UNKNOWN_TOOL, f"no tool '{str(name)[:60]}'",
                                  hint=(f"did you mean '{close[0]}'? " if close else "") + f"tools: {', '.join(visible)}")
-            args = validate(name, TOOLS[name][2], arguments)
-            if name not in QUERYING:
-                return await self.handlers[name](args, arguments, principal)
+            if name in TOOLS:
+                args, handler = validate(name, TOOLS[name][2], arguments), self.handlers[name]
+            else:  # a named query's own tool: its arguments are the query's parameters
+                args, handler = name[len(QUERY_PREFIX):], self._query_tool
+            if name in TOOLS and name not in QUERYING:
+                return await handler(args, arguments, principal)
             running = self.in_flight.get(principal.name, 0)
             if running >= principal.max_in_flight:  # at once: no wait for a connection the pool may not have
                 raise too_many_in_flight(principal.name, principal.max_in_flight)
             self.in_flight[principal.name] = running + 1
             try:
-                return await self.handlers[name](args, arguments, principal)
+                return await handler(args, arguments, principal)
             finally:
                 left = self.in_flight[principal.name] - 1
                 if left:
@@ -232,12 +236,23 @@ class Tools:
         return answer
 
     def visible(self, principal: Principal | None) -> list[str]:
-        """The tools `principal` may call, in listing order: every tool, but ontoos_explore only for a role
-        the contract lets explore. Any other is answered as a tool that does not exist."""
+        """The tools `principal` may call, in listing order: every built-in tool (ontoos_explore only for a
+        role the contract lets explore), then a tool of its own for each named query it may run. Any other
+        is answered as a tool that does not exist."""
         role = self.contract.role(principal.role) if principal is not None else None
-        if role is not None and not role.explore:
-            return [name for name in TOOLS if name != "ontoos_explore"]
-        return list(TOOLS)
+        built_in = [name for name in TOOLS if name != "ontoos_explore" or role is None or role.explore]
+        return built_in + [QUERY_PREFIX + q.id for q in self.query_tools(principal)]
+
+    def query_tools(self, principal: Principal | None) -> list[Any]:
+        """The named queries `principal` may run, as its tools list them: by id."""
+        if principal is None or self.registry is None:
+            return []
+        return sorted(self.registry.visible(principal.role), key=lambda q: q.id)
+
+    def registry_now(self) -> Any:
+        """The registry served now (a new object whenever it changed): what tools/list_changed watches."""
+        current = getattr(self.registry, "current", None)
+        return current() if current is not None else self.registry
 
     @property
     def lake(self) -> LakeState:
@@ -291,6 +306,12 @@ class Tools:
 
     async def _stats(self, args: StatsInput, arguments: dict[str, Any], principal: Principal) -> Answer:
         return self._ok(await freshness(self.explorer, principal.role), principal)
+
+    async def _query_tool(self, ident: str, arguments: dict[str, Any], principal: Principal) -> Answer:
+        """A named query called as its own tool: the arguments are its parameters (and `require`)."""
+        params = {k: v for k, v in arguments.items() if k != "require"}
+        return await self.registry.run(self.explorer, principal.role, ident, params,
+                                       read_require(arguments.get("require")))
 
     async def _run_query(self, args: RunQueryInput, arguments: dict[str, Any], principal: Principal) -> Answer:
         if self.registry is None:

@@ -1,0 +1,181 @@
+"""Named queries as tools of their own: listed after the built-in tools for the roles that may run them,
+with their parameters as the input schema (nested objects for dotted names), answered as ontoos_run_query
+answers, and announced with notifications/tools/list_changed when the registry changes. Driven by the
+official SDK client over the production server (`build_server`) on real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+
+import anyio
+import pytest
+import yaml
+from jsonschema import Draft202012Validator
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp.types import ToolListChangedNotification
+
+from ontoos_explore.engine.executor import Executor
+from ontoos_explore.governance.registry import Registry
+from ontoos_explore.governance.store import DEMO_REGISTRY, LiveRegistry, RegistryStore
+from ontoos_explore.server.config import Principal
+from ontoos_explore.server.mcp_server import LIST_TTL_MS, build_server, fixed
+from ontoos_explore.server.tool_models import MAX_DESCRIPTION
+from ontoos_explore.server.tools import Tools
+from ontoos_explore.service import Explorer
+from tests.named_queries import DEMO_QUERY_TOOLS
+
+pytestmark = pytest.mark.anyio
+BUILT_IN = 7
+
+
+@pytest.fixture(params=["auto", "legacy"])
+def mode(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def connect(demo, pool):
+    p, settings = pool
+
+    @contextlib.asynccontextmanager
+    async def go(role: str, mode: str, registry=None, **client):
+        tools = Tools(demo, Explorer(demo, Executor(p, settings)), registry or Registry.load(DEMO_REGISTRY, demo))
+        server = build_server(tools, fixed(Principal("alice", role)))
+        async with Client(server, mode=mode, **client) as c:
+            yield c, server
+
+    return go
+
+
+async def test_each_query_a_role_may_run_is_a_tool_of_its_own(connect, mode, demo):
+    registry = Registry.load(DEMO_REGISTRY, demo)
+    for role in ("viewer", "analyst"):
+        async with connect(role, mode) as (client, _):
+            listed = await client.list_tools()
+        names = [t.name for t in listed.tools]
+        assert names[BUILT_IN:] == DEMO_QUERY_TOOLS[role]
+        if mode == "auto":  # a 2026-07-28 field: a legacy wire does not carry it
+            assert (listed.ttl_ms, listed.cache_scope) == (LIST_TTL_MS, "private")
+        for tool in listed.tools[BUILT_IN:]:
+            query = registry.entries[tool.name.removeprefix("ontoos_q_")]
+            assert tool.title == query.title and tool.description.startswith(query.title)
+            assert all(c in tool.description for c in query.columns)
+            assert len(tool.description.encode()) <= MAX_DESCRIPTION
+            Draft202012Validator.check_schema(tool.input_schema)
+            assert set(tool.input_schema["properties"]) == {p.name.split(".")[0] for p in query.parameters} | {"require"}
+            assert tool.input_schema["additionalProperties"] is False and tool.output_schema["type"] == "object"
+            a = tool.annotations
+            assert (a.read_only_hint, a.idempotent_hint, a.destructive_hint, a.open_world_hint) == (True, True, False, False)
+
+
+async def test_a_nested_parameter_is_an_object_in_the_schema(connect, mode):
+    async with connect("viewer", mode) as (client, _):
+        tool = {t.name: t for t in (await client.list_tools()).tools}["ontoos_q_images_built_in_window"]
+    window = tool.input_schema["properties"]["window"]
+    assert window["type"] == "object" and window["required"] == ["from", "to"]
+    assert window["properties"]["from"]["format"] == "date-time"
+    assert tool.input_schema["required"] == ["window"]
+    assert tool.input_schema["properties"]["language"]["default"] == "java"
+
+
+async def test_a_query_tool_answers_as_run_query_does(connect, mode):
+    async with connect("viewer", mode) as (client, _):
+        own = await client.call_tool("ontoos_q_languages_by_group", {"namespace": "fp"})
+        generic = await client.call_tool("ontoos_run_query", {"id": "languages_by_group", "params": {"namespace": "fp"}})
+        window = {"from": "2026-01-01T00:00:00Z", "to": "2026-07-01T00:00:00Z"}
+        nested = await client.call_tool("ontoos_q_images_built_in_window", {"window": window, "language": "go"})
+        typo = await client.call_tool("ontoos_q_images_built_in_window", {"window": window, "langauge": "go"})
+    assert own.is_error is False and generic.is_error is False
+    env = own.structured_content
+    assert env["data"]["rows"] and env["data"]["rows"] == generic.structured_content["data"]["rows"]
+    assert env["data"]["columns"] == ["language", "archives", "loc"] and env["meta"]["fingerprint"] == "named:languages_by_group"
+    assert nested.is_error is False and nested.structured_content["data"]["rows"]
+    err = json.loads(typo.content[0].text)["error"]
+    assert typo.is_error is True and err["code"] == "EX102" and "did you mean 'language'" in err["hint"]
+
+
+async def test_a_query_the_role_may_not_run_is_a_tool_that_does_not_exist(connect, mode):
+    async with connect("viewer", mode) as (client, _):
+        with pytest.raises(MCPError, match="Unknown tool: ontoos_q_hosts_by_provider"):
+            await client.call_tool("ontoos_q_hosts_by_provider", {"provider": "aws"})
+        queries = await client.call_tool("ontoos_queries", {})
+    assert "hosts_by_provider" not in json.dumps(queries.structured_content)
+
+
+async def test_a_registry_change_is_announced_and_listed(connect, demo, tmp_path):
+    """Legacy sessions get notifications/tools/list_changed (a 2026-07-28 client listens for it with
+    subscriptions/listen); the next tools/list shows the change."""
+    entries = yaml.safe_load(DEMO_REGISTRY.read_text(encoding="utf-8"))
+    first, second = entries["queries"][:2]
+    path = tmp_path / "queries.yaml"
+    path.write_text(yaml.safe_dump({"version": 1, "queries": [first]}), encoding="utf-8")
+    live = LiveRegistry(RegistryStore(path), demo, interval=0.05)
+    changed = asyncio.Event()
+
+    async def on_message(message) -> None:
+        if isinstance(getattr(message, "root", message), ToolListChangedNotification):
+            changed.set()
+
+    async with connect("viewer", "legacy", registry=live, message_handler=on_message) as (client, server):
+        assert client.server_capabilities.tools.list_changed is True
+        server.changes.interval_s = 0.05
+        watching = asyncio.ensure_future(server.changes.watch())
+        try:
+            before = [t.name for t in (await client.list_tools()).tools][BUILT_IN:]
+            path.write_text(yaml.safe_dump({"version": 1, "queries": [first, second]}), encoding="utf-8")
+            with anyio.fail_after(10):
+                await changed.wait()
+            after = [t.name for t in (await client.list_tools()).tools][BUILT_IN:]
+        finally:
+            watching.cancel()
+    assert before == ["ontoos_q_" + first["id"]]
+    assert after == sorted(["ontoos_q_" + first["id"], "ontoos_q_" + second["id"]])
+
+
+# ================================================================ over streamable HTTP, a real server
+
+
+@pytest.fixture(scope="module")
+def http_server(pg_dsn, tmp_path_factory):
+    from tests.server.test_http import start_server
+
+    srv = start_server("query-tools", tmp_path_factory.mktemp("query-tools"), {"ONTOOS_DSN": pg_dsn, "ONTOOS_AUDIT": "off"},
+                       [pg_dsn])
+    yield srv
+    srv.stop_cleanly()
+
+
+async def test_over_http_a_query_tool_runs_and_a_registry_edit_is_announced(http_server):
+    """The server started where no queries.yaml is, on the demo contract: the demo registry's tools; the
+    file written there replaces them, and the open session hears of it."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from tests.server.test_http import ALICE
+
+    changed = asyncio.Event()
+
+    async def on_message(message) -> None:
+        if isinstance(getattr(message, "root", message), ToolListChangedNotification):
+            changed.set()
+
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {ALICE}"})
+    async with http, Client(streamable_http_client(http_server.base + "/mcp", http_client=http), mode="legacy",
+                            message_handler=on_message) as client:
+        names = [t.name for t in (await client.list_tools()).tools]
+        assert names[BUILT_IN:] == DEMO_QUERY_TOOLS["analyst"]
+        blast = await client.call_tool("ontoos_q_table_change_blast_radius", {"table_name": "orders"})
+        assert blast.is_error is False, blast.content[0].text
+        rows = blast.structured_content["data"]["rows"]
+        assert rows and {r[1].lower() for r in rows} == {"orders"}  # table_name, matched case-insensitively
+        entries = yaml.safe_load(DEMO_REGISTRY.read_text(encoding="utf-8"))["queries"]
+        only = [e for e in entries if e["id"] == "hosts_by_provider"]
+        (http_server.workdir / "queries.yaml").write_text(yaml.safe_dump({"version": 1, "queries": only}),
+                                                          encoding="utf-8")
+        with anyio.fail_after(15):
+            await changed.wait()
+        names = [t.name for t in (await client.list_tools()).tools]
+        assert names[BUILT_IN:] == ["ontoos_q_hosts_by_provider"]
