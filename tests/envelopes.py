@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-PER_CALL = ("exploration_id", "elapsed_ms")  # each answer's own
+PER_CALL = ("exploration_id", "elapsed_ms", "next_cursor")  # each answer's own (a cursor is signed with its time)
 
 
 def comparable(env: dict[str, Any]) -> dict[str, Any]:

@@ -138,9 +138,9 @@ def test_compile_with_explicit_contract_and_role_env(capsys, monkeypatch):
     [
         (["--order-by", "-name"], 'ORDER BY "t0"."name" DESC'),
         (["--order-by=-name"], 'ORDER BY "t0"."name" DESC'),
-        (["--order-by", "name"], 'ORDER BY "t0"."name" ASC LIMIT'),
-        (["--order-by", "-replicas", "--order-by", "name"], 'ORDER BY "t0"."replicas" DESC, "t0"."name" ASC LIMIT'),
-        (["--order-by", "-replicas,name"], 'ORDER BY "t0"."replicas" DESC, "t0"."name" ASC LIMIT'),
+        (["--order-by", "name"], 'ORDER BY "t0"."name" ASC, "t0"."workload_id" ASC LIMIT'),
+        (["--order-by", "-replicas", "--order-by", "name"], 'ORDER BY "t0"."replicas" DESC, "t0"."name" ASC, "t0"."workload_id" ASC LIMIT'),
+        (["--order-by", "-replicas,name"], 'ORDER BY "t0"."replicas" DESC, "t0"."name" ASC, "t0"."workload_id" ASC LIMIT'),
     ],
 )
 def test_order_by_descending_flag(order_args, expected, capsys):

@@ -411,3 +411,17 @@ def test_relations_from_is_case_insensitive():
     assert {r.name for r in c.relations_from("SHIPMENTS")} == {"buyer", "origin"}
     assert {r.name for r in c.relations_from("buyers")} == {"orders_placed"}
     assert c.relations_from("depots") == ()
+
+
+@pytest.mark.parametrize("key, says", [
+    (["nope"], "'nope' is not a column of dataset 'workloads'"),
+    (["is_deleted"], "key column 'is_deleted' of 'workloads' is hidden or secret"),
+    (["env_dump"], "key column 'env_dump' of 'workloads' is hidden or secret"),
+    (["workload_id", "Workload_ID"], "key column 'Workload_ID' is listed twice"),
+])
+def test_a_key_is_readable_columns_of_its_own_dataset(key, says):
+    data = yaml.safe_load((Path(__file__).parent.parent / "contracts" / "demo.yaml").read_text(encoding="utf-8"))
+    data["datasets"]["workloads"]["key"] = key
+    with pytest.raises(ContractError) as e:
+        parse_contract(yaml.safe_dump(data, sort_keys=False), "keys.yaml")
+    assert says in e.value.message and "datasets.workloads.key" in e.value.message

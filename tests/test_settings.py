@@ -60,7 +60,8 @@ def test_every_setting_is_read_from_its_variable(tmp_path):
            "ONTOOS_AUDIT_DSN": "host=/run/pg dbname=audit", "ONTOOS_AUDIT": "no", "ONTOOS_AUDIT_QUEUE_MAX": "500",
            "ONTOOS_AUDIT_QUEUE_MB": "1.5", "ONTOOS_BODY_TIMEOUT": " 2 ", "ONTOOS_HEADER_TIMEOUT": "0.5",
            "ONTOOS_CONNECTIONS_PER_CLIENT": "8", "ONTOOS_QUERIES": str(tmp_path / "q.yaml"),
-           "ONTOOS_DRIFT_INTERVAL": "0", "ONTOOS_MIN_CLI_VERSION": "0.2",
+           "ONTOOS_DRIFT_INTERVAL": "0", "ONTOOS_SECRET": "s3cret-s3cret-s3cret", "ONTOOS_CURSOR_TTL": "60",
+           "ONTOOS_MIN_CLI_VERSION": "0.2",
            "ONTOOS_PROMOTE_USES": "3", "ONTOOS_PROMOTE_PRINCIPALS": "1", "ONTOOS_PROMOTE_DAYS": "30",
            "ONTOOS_CONTRACT": str(contract), "ONTOOS_CONFIG": str(config), "ONTOOS_ROLE": "analyst",
            "ONTOOS_DEBUG": "on"}
@@ -71,7 +72,7 @@ def test_every_setting_is_read_from_its_variable(tmp_path):
         query_roles=False, role_prefix="acme_", cost_cache_s=0.0,
         audit_dsn="host=/run/pg dbname=audit", audit=False, audit_queue_max=500, audit_queue_mb=1.5,
         body_timeout_s=2.0, header_timeout_s=0.5, connections_per_client=8, queries=tmp_path / "q.yaml",
-        drift_interval_s=0.0, min_cli_version="0.2", promote_uses=3, promote_principals=1, promote_days=30,
+        drift_interval_s=0.0, secret="s3cret-s3cret-s3cret", cursor_ttl_s=60, min_cli_version="0.2", promote_uses=3, promote_principals=1, promote_days=30,
         contract=contract, config=config, role="analyst", debug=True)
 
 
@@ -130,6 +131,8 @@ def _bad_values(tmp_path: Path) -> dict[str, tuple[str, str]]:
         "connections_per_client": ("0", "an integer >= 1"),
         "queries": (str(tmp_path), "the path of a file"),
         "drift_interval_s": ("-1", "a number >= 0"),
+        "secret": ("too short", "at least 16 characters"),
+        "cursor_ttl_s": ("0", "an integer >= 1"),
         "min_cli_version": ("v1.2", "a version: numbers separated by dots"),
         "promote_uses": ("0", "an integer >= 1"),
         "promote_principals": ("two", "an integer >= 1"),

@@ -72,6 +72,16 @@ def compile_whole(source: Any, exploration: Exploration | None, contract: Contra
     return dataclasses.replace(compiled, contract_hash=contract.hash), plan
 
 
+def compile_page(source: Any, contract: Contract, role: str | Role, offset: int) -> CompiledQuery:
+    """A later page of a truncated answer: the whole path, with `offset` rows skipped in the total order
+    (the template cache holds first pages only)."""
+    role_ = resolve_role(contract, role)
+    _, plan = compile_whole(source, None, contract, role_)
+    compiled = compile_plan(dataclasses.replace(plan, offset=offset))
+    verify(compiled, allowed_for_role(contract, role_))
+    return dataclasses.replace(compiled, contract_hash=contract.hash)
+
+
 def _bind(source: Any, exploration: Exploration, contract: Contract, role: Role):
     """Policy, with a refusal made fit for its caller: it carries the exploration (for the audit), a
     position only for the text form, and a retry_with only if that compiles."""

@@ -22,7 +22,7 @@ from .envelope import Answer, new_id
 from .errors import ExploreError, InternalError
 from .evidence import render
 from .offload import INLINE_SOURCE, off_loop, source_size
-from .pipeline import compile_exploration
+from .pipeline import compile_exploration, compile_page
 from .require import Require, check, split
 from .templates import TEMPLATES, TemplateCache
 
@@ -105,8 +105,10 @@ class Explorer:
         self.cache = cache  # the template cache (None: every text takes the whole compile path)
         self.lake = lake if lake is not None else LakeState(contract)  # drift: what is unavailable
 
-    async def explore(self, source: Any, role: str, *, dry_run: bool = False, require: Require | None = None) -> Answer:
-        """One exploration; `require` (or the JSON form's `require` key) is what its evidence must show."""
+    async def explore(self, source: Any, role: str, *, dry_run: bool = False, require: Require | None = None,
+                      offset: int = 0) -> Answer:
+        """One exploration; `require` (or the JSON form's `require` key) is what its evidence must show;
+        `offset`: the rows before this page, in the total order (`pages.py` says which)."""
         exploration_id = new_id()
         try:
             source, asked = split(source)
@@ -115,8 +117,11 @@ class Explorer:
                                   notice=self.lake.notice_for(role))
         offload = source_size(source) > INLINE_SOURCE
         require = require or asked
-        answer = await self._answer(lambda: compile_exploration(source, self.contract, role, self.cache), dry_run,
-                                    offload, require, exploration_id, role)
+        if offset:
+            compile_ = lambda: compile_page(source, self.contract, role, offset)  # noqa: E731
+        else:
+            compile_ = lambda: compile_exploration(source, self.contract, role, self.cache)  # noqa: E731
+        answer = await self._answer(compile_, dry_run, offload, require, exploration_id, role)
         if require is not None and answer.error is not None and answer.error.retry_with is not None:
             # the retry must ask what the caller asked: sent back unchanged, it must keep the requirement
             answer.error.retry_with = {**answer.error.retry_with, "require": require.to_json()}

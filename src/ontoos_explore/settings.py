@@ -142,6 +142,7 @@ DSN = _name(_CONNINFO.pattern, "a PostgreSQL connection string",
             "postgresql://user@host:5432/dbname, or key=value pairs: host=/run/postgresql dbname=lake")
 ROLE_PREFIX = _name(r"[A-Za-z_][A-Za-z0-9_]{0,31}", "letters, digits and _, at most 32, not starting with a digit")
 VERSION = _name(r"[0-9]+(\.[0-9]+){0,3}", "a version: numbers separated by dots", "0.2.0")
+SECRET = _name(r"\S{16,1024}", "at least 16 characters, no spaces (e.g. openssl rand -hex 32)")
 ROLE = Kind("a role of the contract (checked there: EX501 names the roles)", str)  # who asks: the contract's to judge
 
 
@@ -228,6 +229,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("drift_interval_s", "ONTOOS_DRIFT_INTERVAL", 300.0, number(0, low_ok=True),
             "servers compare the contract with the database every this many seconds (0: only at start and on "
             "NOTIFY ontoos_reload)"),
+    Setting("secret", "ONTOOS_SECRET", None, SECRET,
+            "signs the cursors to a truncated answer's next page; give every process of one deployment the same",
+            shown_default="none: a random one per process (its cursors die with it; a warning at start)",
+            secret=True),
+    Setting("cursor_ttl_s", "ONTOOS_CURSOR_TTL", 900, integer(1),
+            "seconds a cursor to the next page stays valid (then RESULT_EXPIRED)"),
     Setting("min_cli_version", "ONTOOS_MIN_CLI_VERSION", None, VERSION,
             "the oldest CLI this server's answers expect (_notice.min_cli_version); an older one warns",
             shown_default="this version", computed=_own_version),
@@ -270,6 +277,8 @@ class Settings:
     connections_per_client: int = _D["connections_per_client"]
     queries: Path | None = _D["queries"]
     drift_interval_s: float = _D["drift_interval_s"]
+    secret: str | None = _D["secret"]
+    cursor_ttl_s: int = _D["cursor_ttl_s"]
     min_cli_version: str | None = _D["min_cli_version"]
     promote_uses: int = _D["promote_uses"]
     promote_principals: int = _D["promote_principals"]

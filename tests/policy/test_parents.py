@@ -131,7 +131,7 @@ def test_a_child_is_joined_up_its_chain_with_each_parents_filter():
         'SELECT "t0"."name" AS "name" FROM "lake"."k8s_containers" AS "t0" '
         'INNER JOIN "lake"."k8s_workloads" AS "p0" ON "t0"."workload_id" = "p0"."workload_id" '
         'INNER JOIN "lake"."gitlab_projects" AS "p1" ON "p0"."project_id" = "p1"."project_id" '
-        'WHERE "p0"."is_deleted" = $1 AND "p1"."is_deleted" = $2 LIMIT 101')
+        'WHERE "p0"."is_deleted" = $1 AND "p1"."is_deleted" = $2 ORDER BY "t0"."container_id" ASC LIMIT 101')
     assert q.params == (False, False)
     assert [(s.caller, s.dataset, s.name) for s in q.slots] == [
         (False, "workloads", "is_deleted"), (False, "projects", "is_deleted")]

@@ -508,6 +508,8 @@ TABLE: dict[str, dict[str, Any]] = {
     "CONSISTENCY_UNVERIFIED": explore_all({"dataset": "hosts", "fields": ["hostname"], "limit": 1,
                                            "require": {"max_age_s": 3600}}),  # hosts has no source: age unknown
     "DEGRADED": explore_all({"dataset": "gone", "fields": ["id"], "limit": 1}),
+    "RESULT_EXPIRED": {**explore_all({"cursor": "not.a-cursor"}),
+                       "cli": Cli(("explore", "--role", "analyst", "--cursor", "not.a-cursor"))},
     # ---------------------------------------------------------------- EX5xx
     "UNKNOWN_ROLE": {"rest": Unreachable(f"principals' roles are checked against the contract: {START_UP}"),
                      "mcp": Unreachable(f"principals' roles are checked against the contract: {START_UP}"),

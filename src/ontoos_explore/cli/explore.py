@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from .. import pages
+from ..cursors import Cursors
 from .common import (EXIT_OK, EXIT_REJECTED, _audit_cli, _emit, _load, _params, _registry, _read_file, _read_source,
                      _require, _role, _settings, _table, _with_explorer, exit_code, render_result)
 
@@ -124,18 +126,27 @@ def cmd_explore(args) -> int:
     contract = _load(args)
     role = _role(args)
     _may_explore(contract, role)
-    source = _read_source(args)
+    given = any(getattr(args, k, None) for k in ("query", "file", "json", "dataset"))
+    source = _read_source(args) if given or not args.cursor else None  # a cursor alone asks its own question
     require = _require(args)
     settings = _settings(args)
-    answer, dsn = _with_explorer(contract, settings, lambda explorer: explorer.explore(
-        source, role, dry_run=args.dry_run, require=require))
-    _audit_cli(settings, dsn, contract, answer, role, source)
+    cursors = Cursors(settings.secret, settings.cursor_ttl_s) if settings.secret else None
+    answer, dsn = _with_explorer(contract, settings, lambda explorer: pages.explore(
+        explorer, cursors, source, role, _cli_principal(), cursor=args.cursor, dry_run=args.dry_run, require=require))
+    _audit_cli(settings, dsn, contract, answer, role, source if source is not None else f"--cursor {args.cursor}")
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     if fmt == "json" or not answer.ok or args.dry_run:
         _emit(answer.envelope)
     else:
         print(render_result(answer.envelope))
     return EXIT_OK if answer.ok else exit_code(answer.error)
+
+def _cli_principal() -> str:
+    """Who asks from the CLI (a cursor is bound to it): the user running it."""
+    import getpass
+
+    return f"cli:{getpass.getuser()}"
+
 
 def cmd_explain(args) -> int:
     from ..explain import explain

@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     _dsn_arg(x)
     _format_arg(x)
     x.add_argument("--dry-run", action="store_true", help="plan only: what would be read, and the cost estimate")
+    x.add_argument("--cursor", metavar="CURSOR", help="meta.next_cursor of a truncated answer: its next page "
+                                                      "(needs ONTOOS_SECRET, the one the servers sign with)")
     _require_args(x)
 
     e = sub.add_parser("explain", help="the plan of an exploration or a named query, without reading rows",

@@ -50,6 +50,8 @@ class CompiledQuery:
     # contract names of the parents the contract itself joins (exists_with), in join order: read to hide
     # a child's rows, never named by the caller (not in `datasets`, the text, shape or fingerprint)
     parents: tuple[str, ...] = ()
+    pageable: bool = False  # its order is total: a truncated answer may be continued (policy/paging.py)
+    offset: int = 0  # the rows before this page
 
     def to_json(self) -> dict[str, Any]:
         """The `ontoos compile` answer."""
@@ -93,4 +95,6 @@ def compile_plan(plan: BoundExploration) -> CompiledQuery:
         reads=plan.reads,
         touches=frozenset(em.touched),
         parents=tuple(j.source.dataset for j in plan.implied),
+        pageable=plan.pageable,
+        offset=plan.offset,
     )

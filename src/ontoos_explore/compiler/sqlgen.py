@@ -153,18 +153,21 @@ class Emitter:
             select.set("where", where)
         if plan.group_by:
             select.set("group", exp.Group(expressions=[self.column(c) for c in plan.group_by]))
-        if plan.order_by:
+        order = (*plan.order_by, *plan.tiebreak)  # the caller's keys, then those that make the order total
+        if order:
             select.set(
                 "order",
                 exp.Order(
                     expressions=[
                         # nulls_first mirrors PostgreSQL's default, so no NULLS clause is emitted
                         exp.Ordered(this=self.expr(k.expr), desc=k.descending, nulls_first=k.descending)
-                        for k in plan.order_by
+                        for k in order
                     ]
                 ),
             )
         select.set("limit", exp.Limit(expression=exp.Literal.number(plan.limit + 1)))
+        if plan.offset:
+            select.set("offset", exp.Offset(expression=exp.Literal.number(plan.offset)))
         return select
 
 

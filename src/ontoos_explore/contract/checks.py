@@ -105,6 +105,25 @@ def _check_references(c: Contract, where: _Locator) -> None:
 
     _check_exists_with(c, where)
     _check_sources(c, where)
+    _check_keys(c, where)
+
+
+def _check_keys(c: Contract, where: _Locator) -> None:
+    """A dataset's `key`: readable columns of its own (callers order by them), each listed once."""
+    for dname, d in c.datasets.items():
+        seen: set[str] = set()
+        for i, name in enumerate(d.key):
+            path = ("datasets", dname, "key", i)
+            col = d.column(name)
+            if col is None:
+                raise ContractError(where.at(path, f"'{name}' is not a column of dataset '{dname}'"),
+                                    hint=f"columns of {dname}: {', '.join(d.columns)}")
+            if not col.readable:
+                raise ContractError(where.at(path, f"key column '{name}' of '{dname}' is hidden or secret"),
+                                    hint="a key is ordered by in every answer: choose readable columns")
+            if fold(name) in seen:
+                raise ContractError(where.at(path, f"key column '{name}' is listed twice"))
+            seen.add(fold(name))
 
 
 def _check_sources(c: Contract, where: _Locator) -> None:

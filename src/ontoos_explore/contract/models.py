@@ -87,6 +87,9 @@ class Dataset(_InTable, _Model):
     # the publish log's `source` values whose batches feed this dataset (none: its freshness is unknown)
     sources: tuple[str, ...] = ()
     freshness_threshold_s: int | None = Field(default=None, ge=1)  # else the contract's evidence threshold
+    # readable columns whose values tell its rows apart: appended to every ORDER BY, so the order is total
+    # and a truncated answer can be paged (no key: its answers carry no cursor)
+    key: tuple[str, ...] = ()
     columns: dict[str, Column]
     name: str = Field(default="", exclude=True)
 
@@ -140,6 +143,7 @@ class Role(_Model):
     max_cost: float | None = Field(default=None, gt=0)
     clamp_limit: bool = True  # false: a limit above the budget is refused, not clamped
     explore: bool = True  # false: the role asks through named queries only (ontoos_explore is not its tool)
+    max_pages: int = Field(default=10, ge=1)  # pages of one question a cursor reaches (its first included)
     name: str = Field(default="", exclude=True)
 
 

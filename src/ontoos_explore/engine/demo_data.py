@@ -892,6 +892,20 @@ def _write_publish_log(conn: psycopg.Connection) -> None:
     _copy(conn, "publish_log", PUBLISH_LOG_COLUMNS, publish_log(dt.datetime.now(UTC).replace(microsecond=0)))
 
 
+REPUBLISH_AFTER = dt.timedelta(hours=1)  # a start this long after the last writes the publish log again
+
+
+def _published_lately(conn: psycopg.Connection) -> bool:
+    """Whether the publish log was written less than REPUBLISH_AFTER ago: then a start keeps it, so the
+    batches (and the cursors of answers read from them) outlive one CLI run."""
+    (newest,) = conn.execute(sql.SQL("SELECT max(published_at) FROM {}").format(
+        sql.Identifier(SCHEMA, "publish_log"))).fetchone()
+    if newest is None:
+        return False
+    written = newest + dt.timedelta(hours=min(p for _, p in PUBLISHED.values()))
+    return dt.datetime.now(UTC) - written < REPUBLISH_AFTER
+
+
 def _meta(scale: float, seed: int, counts: dict[str, int]) -> dict[str, str]:
     return {"generator_version": str(GENERATOR_VERSION), "seed": str(int(seed)), "scale": repr(float(scale)),
             "rows": str(sum(counts.values()))}
@@ -960,7 +974,8 @@ def ensure(conn: psycopg.Connection, scale: float = 1.0, seed: int = 7) -> bool:
         # check under the lock: a loader that started first finishes before we look
         conn.execute(LOCK_SQL)
         if _current(loaded(conn), scale, seed):
-            _write_publish_log(conn)  # the rows stay; what was published is as of this start
+            if not _published_lately(conn):  # the rows stay; what was published is as of this start
+                _write_publish_log(conn)
             did_load = False
         else:
             _load_locked(conn, scale, seed)

@@ -138,6 +138,9 @@ class Codes:
                                 "the evidence cannot show the freshness or consistency the caller required", 412)
     DEGRADED = _c("EX702", POLICY, "DEGRADED",
                   "the database no longer has a dataset, column or relation as the contract describes it (drift)", 503)
+    RESULT_EXPIRED = _c("EX703", POLICY, "RESULT_EXPIRED",
+                        "a cursor that is not this caller's, of another contract, altered, too old, or of data "
+                        "republished since its first page", 410)
 
     # EX9xx: not the caller's fault
     INTERNAL_ERROR = _c("EX901", INTERNAL, "INTERNAL_ERROR", "an unexpected failure")

@@ -13,6 +13,7 @@ from ..ir import Exploration
 from .bound import BoundExploration, Col
 from .budgets import BUDGET_RULES
 from .rules import RULES
+from .paging import tiebreak
 from .plans import plan_for
 from .scope import Binding
 
@@ -26,6 +27,7 @@ def bind(exploration: Exploration, contract: Contract, role: Role) -> BoundExplo
     b = Binding(exploration, contract, role)
     for rule in RULES:
         rule(b)
+    keys, pageable = tiebreak(b)
     return BoundExploration(
         root=b.root,
         joins=tuple(b.joins),
@@ -40,6 +42,8 @@ def bind(exploration: Exploration, contract: Contract, role: Role) -> BoundExplo
         notes=tuple(b.notes),
         reads=frozenset(b.reads),
         implied=tuple(b.implied),
+        tiebreak=keys,
+        pageable=pageable,
     )
 
 

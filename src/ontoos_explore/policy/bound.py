@@ -158,6 +158,10 @@ class BoundExploration:
     reads: frozenset[tuple[str, str]] = field(default_factory=frozenset)  # (dataset, column) the caller named
     # the contract's joins to parents (exists_with), after the caller's, each on a relation's declared columns
     implied: tuple[Join, ...] = ()
+    # ORDER BY keys after the caller's that make the order total (paging.py), and whether it is total
+    tiebreak: tuple[OrderKey, ...] = ()
+    pageable: bool = False
+    offset: int = 0  # rows skipped: a later page of a truncated answer (set by the pipeline, never by binding)
 
     @property
     def sources(self) -> tuple[Source, ...]:

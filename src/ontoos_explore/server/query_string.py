@@ -22,8 +22,8 @@ from ..errors import Codes, InputError
 from ..grammar.forms import from_flags
 from ..grammar.render import to_json_form
 
-SINGLE = ("dataset", "limit", "dry_run", "query", "max_age_s", "consistency")
-OPTIONS = ("dry_run", "max_age_s", "consistency")  # what the call asks of the answer, not the exploration
+SINGLE = ("dataset", "limit", "dry_run", "query", "max_age_s", "consistency", "cursor")
+OPTIONS = ("dry_run", "max_age_s", "consistency", "cursor")  # what the call asks of the answer, not the exploration
 MULTI = ("fields", "filter", "relation", "group_by", "order_by")
 TRUE, FALSE = ("1", "true", "yes"), ("0", "false", "no")
 INTEGER = re.compile(r"[+-]?[0-9]{1,4000}")  # ASCII digits only: int() would also take "５" or "1_0"
@@ -45,6 +45,10 @@ def explore_arguments(params: QueryParams) -> dict[str, Any]:
     require = _require(params)
     if require:
         flag["require"] = require
+    if "cursor" in params:
+        flag["cursor"] = params["cursor"]
+        if not any(k in params for k in ("query", "dataset")):  # the cursor alone asks its own question
+            return flag
     if "query" in params:
         others = [k for k in params.keys() if k not in ("query", *OPTIONS)]
         if others:  # as the JSON form: one or the other, never a text silently winning over flags

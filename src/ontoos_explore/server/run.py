@@ -29,6 +29,7 @@ import anyio
 
 from .. import drift
 from ..contract import Contract
+from ..cursors import Cursors
 from ..drift import LakeState, Watcher
 from ..envelope import install_notice
 from ..engine.executor import Executor, open_pool
@@ -70,7 +71,7 @@ def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerCon
     from ..governance.report import Rule
     from .governance_routes import Governance
 
-    tools = Tools(contract, None, registry, audit_writer(settings, dsn))
+    tools = Tools(contract, None, registry, audit_writer(settings, dsn), cursors=cursors_for(settings))
     lake = LakeState(contract, settings.min_cli_version)
     authenticator = Authenticator(config, contract)
     from .sessions import Sessions
@@ -116,7 +117,8 @@ async def run_stdio(contract: Contract, settings: Settings, dsn: str, principal:
         await audit.start()
     lake = LakeState(contract, settings.min_cli_version)
     try:
-        tools = Tools(contract, Explorer(contract, Executor(pool, settings), lake=lake), registry, audit)
+        tools = Tools(contract, Explorer(contract, Executor(pool, settings), lake=lake), registry, audit,
+                      cursors=cursors_for(settings))
         server = build_server(tools, fixed(principal), surface="mcp-stdio")
         async with watching(lake, pool, dsn, settings), running(server.changes.watch()), \
                 stdio_server() as (read, write):
@@ -196,6 +198,14 @@ def _id_of(errors: list[dict]) -> int | str | None:
 def log_to_stderr(level: str = "WARNING") -> None:
     """stdio carries the protocol on stdout: everything else goes to stderr."""
     logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+
+def cursors_for(settings: Settings) -> Cursors:
+    """The cursors of this server: signed with ONTOOS_SECRET, else (with a warning) a random secret."""
+    if settings.secret is None:
+        sys.stderr.write("ontoos: ONTOOS_SECRET is not set: cursors are signed with a random secret of this "
+                         "process (they end with it, and other processes of the deployment refuse them)\n")
+    return Cursors(settings.secret, settings.cursor_ttl_s)
 
 
 def live_registry(settings: Settings, contract: Contract) -> LiveRegistry:

@@ -17,7 +17,8 @@ Workflow: ontoos_catalog to see the datasets and columns your role may read; ont
 (dry_run: true first when unsure); on a refusal, read error.hint and, when present, send error.retry_with
 as the next ontoos_explore arguments unchanged. Names are matched case-insensitively. Filters:
 = != < <= > >=, in (...), between ... and ..., is [not] null, [not] like/ilike; strings in single quotes;
-combine with and/or/not. Rows are capped by your role; meta.truncated true means more rows exist.
+combine with and/or/not. Rows are capped by your role; meta.truncated true means more rows exist, and
+meta.next_cursor, sent back as {"cursor": ...}, returns the next page.
 Prefer a named query (ontoos_queries, ontoos_run_query) when one answers the question.
 Every answer's meta.evidence says as of when its data was collected and whether that is fresh; quote it.
 To insist on fresh data send "require": {"max_age_s": N}; ontoos_stats shows every dataset's freshness."""
@@ -80,9 +81,12 @@ class ExploreInput(ExplorationInput):
     """The JSON form of an exploration, plus dry_run and require."""
 
     refusals: ClassVar[dict[str, tuple[str, str]]] = {
-        "dry_run": ("'dry_run' must be true or false", 'e.g. "dry_run": true')}
+        "dry_run": ("'dry_run' must be true or false", 'e.g. "dry_run": true'),
+        "cursor": ("'cursor' must be a string", "pass meta.next_cursor exactly as it came")}
     dry_run: bool = Field(False, description="Return the plan (datasets, limit, cost estimate, notes) instead of rows")
     require: SkipValidation[RequireInput | None] = Field(None, description=REQUIRE)
+    cursor: str | None = Field(None, description="meta.next_cursor of a truncated answer: its next page (alone, or "
+                                                 "with the same exploration)")
 
 
 class ExplainInput(ExplorationInput):

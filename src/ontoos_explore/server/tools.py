@@ -36,6 +36,8 @@ from ..errors import (Codes, ExploreError, InputError, UpstreamError, cancelled,
                       too_many_in_flight)
 from ..grammar.forms import from_json
 from ..grammar.limits import CheckedJSON, check_json
+from .. import pages
+from ..cursors import Cursors
 from ..explain import explain, is_named
 from ..governance.registry import matching
 from ..lookup import lookup
@@ -78,7 +80,7 @@ def _asked(name: str, arguments: Any) -> Exploration | None:
 
 
 _SURFACE: contextvars.ContextVar[str] = contextvars.ContextVar("ontoos_surface", default="mcp")
-OPTIONS = ("dry_run", "require")  # ontoos_explore's arguments that are not the exploration
+OPTIONS = ("dry_run", "require", "cursor")  # ontoos_explore's arguments that are not the exploration
 
 Handler = Callable[[BaseModel, dict[str, Any], Principal], Awaitable[Answer]]
 QUERY_PREFIX = "ontoos_q_"  # a named query's own tool: this, then its id
@@ -87,13 +89,14 @@ QUERYING = ("ontoos_explore", "ontoos_run_query", "ontoos_explain", "ontoos_requ
 
 class Tools:
     def __init__(self, contract: Contract, explorer: Explorer, registry=None, audit=None,
-                 limiter: RateLimiter | None = None) -> None:
+                 limiter: RateLimiter | None = None, cursors: Cursors | None = None) -> None:
         self.contract = contract
         self.explorer = explorer
         self._lake = LakeState(contract)  # until an explorer (with the service's lake) is given
         self.registry = registry
         self.audit = audit  # an AuditWriter, or None (no audit store configured)
         self.limiter = limiter if limiter is not None else RateLimiter()  # (an empty one is falsy)
+        self.cursors = cursors if cursors is not None else Cursors(None)  # signs meta.next_cursor
         self.handlers: dict[str, Handler] = {
             "ontoos_catalog": self._catalog, "ontoos_explore": self._explore,
             "ontoos_queries": self._queries, "ontoos_run_query": self._run_query, "ontoos_explain": self._explain,
@@ -227,8 +230,9 @@ class Tools:
     async def _explore(self, args: ExploreInput, arguments: dict[str, Any], principal: Principal) -> Answer:
         # as given (the reader names what is wrong), and checked whole already (check_json, above)
         form = CheckedJSON((k, v) for k, v in arguments.items() if k not in OPTIONS)
-        answer = await self.explorer.explore(form, principal.role, dry_run=args.dry_run,
-                                             require=read_require(arguments.get("require")))
+        answer = await pages.explore(self.explorer, self.cursors, form, principal.role, principal.name,
+                                     cursor=args.cursor, dry_run=args.dry_run,
+                                     require=read_require(arguments.get("require")))
         if args.dry_run and answer.error is not None and answer.error.retry_with is not None:
             # the retry must stay a dry run: sent back unchanged, it must not read rows
             answer.error.retry_with = {**answer.error.retry_with, "dry_run": True}
