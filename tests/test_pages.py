@@ -105,6 +105,7 @@ async def test_a_cursor_is_refused_for_anyone_else_altered_or_old(demo, pool):
         "another role": await tools.call("ontoos_explore", {"cursor": cursor}, Principal("vic", "analyst")),
         "altered": await tools.call("ontoos_explore", {"cursor": _altered(cursor)}, VIEWER),
         "not one": await tools.call("ontoos_explore", {"cursor": "x" * 40}, VIEWER),
+        "not ASCII": await tools.call("ontoos_explore", {"cursor": cursor[:-1] + "é"}, VIEWER),
         "another deployment": await Tools(demo, Explorer(demo, Executor(p, settings)),
                                           cursors=Cursors("another-secret-entirely")).call(
             "ontoos_explore", {"cursor": cursor}, VIEWER),

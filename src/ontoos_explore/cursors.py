@@ -103,7 +103,8 @@ class Cursors:
     def open(self, token: Any, principal: str, contract: str) -> Page:
         """The page a cursor names, or RESULT_EXPIRED: not a cursor, altered, another principal's or
         contract's, or older than `ttl_s`."""
-        if not isinstance(token, str) or not token or len(token) > MAX_TOKEN or token.count(".") != 1:
+        if (not isinstance(token, str) or not token or len(token) > MAX_TOKEN or not token.isascii()
+                or token.count(".") != 1):
             raise expired("the cursor is not one this service issued", "pass meta.next_cursor exactly as it came")
         body_text, signature = token.split(".")
         try:
@@ -116,6 +117,8 @@ class Cursors:
             raise expired("the cursor was altered, or signed by another deployment", hint)
         try:
             d = json.loads(body)
+            if d["v"] != VERSION:
+                raise ValueError(d["v"])
             page = Page(str(d["p"]), str(d["c"]), str(d["f"]), str(d["q"]), int(d["o"]), int(d["n"]), str(d["b"]),
                         float(d["t"]))
         except (ValueError, KeyError, TypeError):  # signed by us, so only an older format could do this

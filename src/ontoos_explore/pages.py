@@ -84,6 +84,9 @@ def _with_next(answer: Answer, explorer: Explorer, cursors: Cursors | None, role
                                             f"(max_pages {limit}): narrow the question to see the rest")
     else:
         first = batches if batches is not None else batches_digest(meta.get("evidence"))
+        if not first:
+            meta.setdefault("notes", []).append("no publish log feeds these datasets: a later page cannot tell "
+                                                "whether the lake was republished in between")
         meta["next_cursor"] = cursors.next_page(principal, explorer.contract.hash, q.fingerprint, q.normalized,
                                                 q.offset + q.limit, number + 1, first)
     return answer

@@ -56,6 +56,11 @@ def test_placeholders_are_read_as_postgresql_reads_the_text():
                    "WHERE a = $1 AND b = $2 AND c = $1 AND d = $$:nope$$ AND e = $3::date")
 
 
+def test_a_colon_that_continues_what_comes_before_it_is_no_placeholder():
+    out, order = to_dollar("SELECT a[1:n] AS s FROM t WHERE b = (:x) AND c = 'y':z LIMIT 2")
+    assert (out, order) == ("SELECT a[1:n] AS s FROM t WHERE b = ($1) AND c = 'y':z LIMIT 2", ["x"])
+
+
 def test_a_hand_written_dollar_parameter_is_refused_in_the_authors_format():
     with pytest.raises(NamedQueryInvalid, match="write parameters as :name"):
         to_dollar("SELECT a FROM t WHERE a = $1 LIMIT 2")

@@ -136,6 +136,13 @@ def _word(token: Any) -> bool:
     return token.name == "IDENT" or token.kind != "NO_KEYWORD"
 
 
+def _continues(before: Any, colon: Any) -> bool:
+    """Whether a `:` is part of what comes before it (`x:y`, `a[1:n]`): written right after a word,
+    a number, a string or a `]`, it is no placeholder."""
+    return (before is not None and before.end + 1 == colon.start
+            and (_word(before) or before.name in ("ICONST", "FCONST", "SCONST", "ASCII_93")))
+
+
 def to_dollar(sql: str) -> tuple[str, list[str]]:
     """(the SQL with each `:name` placeholder as `$n`, the names in `$n` order). A placeholder is a
     `:` followed at once by a word (a dotted path for a nested parameter), as PostgreSQL's lexer reads
@@ -146,7 +153,8 @@ def to_dollar(sql: str) -> tuple[str, list[str]]:
         t = tokens[i]
         if t.name == "PARAM":
             raise NamedQueryInvalid("write parameters as :name (a $n belongs to the service's own shape, with bind)")
-        if t.name == "ASCII_58" and i + 1 < len(tokens) and tokens[i + 1].start == t.end + 1 and _word(tokens[i + 1]):
+        if (t.name == "ASCII_58" and i + 1 < len(tokens) and tokens[i + 1].start == t.end + 1 and _word(tokens[i + 1])
+                and not _continues(tokens[i - 1] if i else None, t)):
             j = i + 1  # the path: word (. word)*, every token touching the one before
             while (j + 2 < len(tokens) and tokens[j + 1].name == "ASCII_46" and tokens[j + 1].start == tokens[j].end + 1
                    and tokens[j + 2].start == tokens[j + 1].end + 1 and _word(tokens[j + 2])):

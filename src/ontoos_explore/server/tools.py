@@ -41,7 +41,7 @@ from ..cursors import Cursors
 from ..explain import explain, is_named
 from ..governance.registry import matching
 from ..lookup import lookup
-from ..names import close_matches
+from ..names import close_matches, fold
 from ..ir import Exploration
 from ..offload import INLINE_SOURCE, off_loop, source_size
 from ..require import read as read_require
@@ -313,6 +313,10 @@ class Tools:
 
     async def _query_tool(self, ident: str, arguments: dict[str, Any], principal: Principal) -> Answer:
         """A named query called as its own tool: the arguments are its parameters (and `require`)."""
+        entry = self.registry.entries.get(fold(ident))
+        own = entry is not None and any(p.name.split(".")[0] == "require" for p in entry.parameters)
+        if own:  # the query's own parameter of that name (its schema has no freshness `require`)
+            return await self.registry.run(self.explorer, principal.role, ident, arguments)
         params = {k: v for k, v in arguments.items() if k != "require"}
         return await self.registry.run(self.explorer, principal.role, ident, params,
                                        read_require(arguments.get("require")))
