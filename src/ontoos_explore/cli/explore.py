@@ -52,7 +52,18 @@ def cmd_describe(args) -> int:
     from ..lookup import lookup
 
     contract = _load(args)
-    found = lookup(contract, _role(args), args.name)
+    role = _role(args)
+    found = lookup(contract, role, args.name)
+    if args.sample is not None:  # a few rows too: an exploration, audited as one
+        from ..sample import with_sample
+
+        settings = _settings(args)
+        answer, dsn = _with_explorer(contract, settings, lambda explorer: with_sample(
+            explorer, role, found, args.sample, explorer.lake.drift,
+            lambda data: {"ok": True, "data": data, "meta": {"contract_hash": contract.hash}}))
+        _audit_cli(settings, dsn, contract, answer, role, f"describe {args.name} --sample {args.sample}")
+        _emit(answer.envelope)
+        return EXIT_OK if answer.ok else exit_code(answer.error)
     if (args.format or ("table" if sys.stdout.isatty() else "json")) == "json":
         _emit({"ok": True, "data": found, "meta": {"contract_hash": contract.hash}})
         return EXIT_OK

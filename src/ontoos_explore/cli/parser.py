@@ -98,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     _role_arg(b)
     _format_arg(b)
     b.add_argument("name", help="the name to look up")
+    b.add_argument("--sample", type=int, metavar="N", help="a dataset: also N of its rows (1 to 10), read as an "
+                                                            "exploration is (policy, masking, budgets, audit)")
+    _dsn_arg(b)
 
     g = sub.add_parser("check-sql", help="verify hand-written SQL with the guard",
                        description="Run the guard on SQL (e.g. a named query) against a read set of the contract. "

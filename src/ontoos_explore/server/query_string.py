@@ -71,14 +71,19 @@ def explore_arguments(params: QueryParams) -> dict[str, Any]:
 def catalog_arguments(params: QueryParams) -> dict[str, Any]:
     """ontoos_catalog's arguments from the GET form: nothing, one dataset, or one name to look up."""
     for key in params.keys():
-        if key not in ("dataset", "name"):
+        if key not in ("dataset", "name", "sample"):
             raise InputError(Codes.INVALID_REQUEST, f"unknown query parameter '{key[:40]}'",
-                             hint="the catalog takes dataset or name, e.g. /api/v1/catalog?dataset=workloads "
+                             hint="the catalog takes dataset or name (and sample), e.g. /api/v1/catalog?dataset=workloads "
                                   "or /api/v1/catalog?name=namespace")
-    for key in ("dataset", "name"):
+    for key in ("dataset", "name", "sample"):
         if len(params.getlist(key)) > 1:
             raise InputError(Codes.INVALID_REQUEST, f"'{key}' is given more than once", hint=f"give '{key}' once")
-    return {k: params[k] for k in ("name", "dataset") if k in params}
+    out: dict[str, Any] = {k: params[k] for k in ("name", "dataset") if k in params}
+    if "sample" in params:
+        if not INTEGER.fullmatch(params["sample"].strip()):
+            raise InputError(Codes.INVALID_REQUEST, "'sample' must be a whole number from 1 to 10", hint="e.g. sample=3")
+        out["sample"] = int(params["sample"])
+    return out
 
 
 def _require(params: QueryParams) -> dict[str, Any]:

@@ -101,11 +101,14 @@ class CatalogInput(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     refusals: ClassVar[dict[str, tuple[str, str]]] = {
         "dataset": ("'dataset' must be a string", 'e.g. {"dataset": "workloads"}'),
-        "name": ("'name' must be a string", 'e.g. {"name": "namespace"}')}
+        "name": ("'name' must be a string", 'e.g. {"name": "namespace"}'),
+        "sample": ("'sample' must be a whole number from 1 to 10", 'e.g. {"dataset": "workloads", "sample": 3}')}
     name: str | None = Field(None, description="Find anything by name: a dataset, dataset.column, a column name "
                                                "(every dataset that has it), an enum value, or a relation")
     dataset: str | None = Field(None, description="Describe this dataset; leave both out to list every readable "
                                                   "dataset")
+    sample: int | None = Field(None, ge=1, le=10, description="With a dataset: also this many of its rows (at most "
+                                                              "10), read as an exploration is")
 
 
 class QueriesInput(BaseModel):

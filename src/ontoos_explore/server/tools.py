@@ -46,6 +46,7 @@ from ..ir import Exploration
 from ..offload import INLINE_SOURCE, off_loop, source_size
 from ..require import read as read_require
 from ..service import Explorer
+from ..sample import with_sample
 from ..stats import freshness
 from .config import Principal, RateLimiter
 from .tool_models import (  # noqa: F401 - the tools as data, re-exported for the surfaces
@@ -210,7 +211,8 @@ class Tools:
                 args, handler = validate(name, TOOLS[name][2], arguments), self.handlers[name]
             else:  # a named query's own tool: its arguments are the query's parameters
                 args, handler = name[len(QUERY_PREFIX):], self._query_tool
-            if name in TOOLS and name not in QUERYING:
+            sampling = name == "ontoos_catalog" and arguments.get("sample") is not None  # it reads rows
+            if name in TOOLS and name not in QUERYING and not sampling:
                 return await handler(args, arguments, principal)
             running = self.in_flight.get(principal.name, 0)
             if running >= principal.max_in_flight:  # at once: no wait for a connection the pool may not have
@@ -269,10 +271,18 @@ class Tools:
             if args.dataset is not None:
                 raise InputError(Codes.INVALID_REQUEST, "give 'name' or 'dataset', not both",
                                  hint='e.g. {"name": "namespace"}: name finds datasets, columns and more')
-            return self._ok(lookup(self.contract, principal.role, args.name, drift), principal)
-        if args.dataset is None:
+            found = lookup(self.contract, principal.role, args.name, drift)
+        elif args.dataset is None:
+            if args.sample is not None:
+                raise InputError(Codes.INVALID_REQUEST, "'sample' takes a dataset",
+                                 hint='e.g. {"dataset": "workloads", "sample": 3}')
             return self._ok(list_datasets(self.contract, principal.role, drift), principal)
-        return self._ok(describe_dataset(self.contract, principal.role, args.dataset, drift), principal)
+        else:
+            found = describe_dataset(self.contract, principal.role, args.dataset, drift)
+        if args.sample is None:
+            return self._ok(found, principal)
+        return await with_sample(self.explorer, principal.role, found, args.sample, drift,
+                                 lambda data: self._ok(data, principal).envelope)
 
     async def _queries(self, args: QueriesInput, arguments: dict[str, Any], principal: Principal) -> Answer:
         queries = matching(self.registry.visible(principal.role) if self.registry else [], args.domain, args.q)
