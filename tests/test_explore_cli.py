@@ -55,7 +55,7 @@ def test_table_output(capsys, dsn_env):
 
 
 def test_refusal_and_dry_run(capsys, dsn_env):
-    code, out = run(capsys, "explore", "--role", "viewer", "-q", "explore hosts fields hostname")
+    code, out = run(capsys, "explore", "--role", "reader", "-q", "explore hosts fields hostname")
     assert code == 2 and json.loads(out)["error"]["subtype"] == "UNKNOWN_DATASET"
     code, out = run(capsys, "explore", "--role", "analyst", "--dry-run", "-q", QUESTION)
     env = json.loads(out)
@@ -78,9 +78,17 @@ def test_a_database_without_the_query_roles_says_how_to_fix_it(capsys, monkeypat
     assert code == 1 and env["error"]["subtype"] == "DATABASE_SETUP" and "ontoos grants" in env["error"]["hint"]
 
 
+def demo_roles() -> list[str]:
+    import yaml
+
+    from tests.conftest import ROOT
+
+    return list(yaml.safe_load((ROOT / "contracts" / "demo.yaml").read_text(encoding="utf-8"))["roles"])
+
+
 def test_grants_prints_the_script(capsys):
     code, out = run(capsys, "grants")
-    assert code == 0 and out.count("CREATE ROLE") == 3 and "GRANT SELECT" in out
+    assert code == 0 and out.count("CREATE ROLE") == len(demo_roles()) and "GRANT SELECT" in out
 
 
 def test_embedded_default_starts_loads_and_reuses(tmp_path):

@@ -21,7 +21,7 @@ from tests.databases import demo_database
 
 pytestmark = pytest.mark.anyio
 
-VIEWER = Principal("vic", "viewer")
+VIEWER = Principal("vic", "reader")  # the published read set, exploring
 QUESTION = {"dataset": "workloads", "fields": ["name", "namespace"], "filter": "namespace = 'prod'",
             "order_by": ["name"], "limit": 7}
 ORACLE = ("SELECT w.name, w.namespace FROM lake.k8s_workloads w JOIN lake.gitlab_projects p ON p.project_id = "
@@ -55,7 +55,7 @@ async def test_the_pages_of_a_question_are_its_rows_in_a_total_order(tools, demo
     assert all(p["ok"] for p in pages)
     assert [p["meta"]["page"] for p in pages] == list(range(1, len(pages) + 1))
     rows = [r for p in pages for r in p["data"]["rows"]]
-    max_pages = demo.role("viewer").max_pages
+    max_pages = demo.role("reader").max_pages
     assert len(expected) > 7 * max_pages  # the demo has more: the walk stops at max_pages
     assert len(pages) == max_pages and rows == expected[: 7 * max_pages]
     assert pages[-1]["meta"]["truncated"] is True and "next_cursor" not in pages[-1]["meta"]
@@ -101,7 +101,7 @@ async def test_a_cursor_is_refused_for_anyone_else_altered_or_old(demo, pool):
     tools = Tools(demo, Explorer(demo, Executor(p, settings)), cursors=cursors)
     cursor = (await tools.call("ontoos_explore", QUESTION, VIEWER, "rest")).envelope["meta"]["next_cursor"]
     refused = {
-        "another principal": await tools.call("ontoos_explore", {"cursor": cursor}, Principal("eve", "viewer")),
+        "another principal": await tools.call("ontoos_explore", {"cursor": cursor}, Principal("eve", "reader")),
         "another role": await tools.call("ontoos_explore", {"cursor": cursor}, Principal("vic", "analyst")),
         "altered": await tools.call("ontoos_explore", {"cursor": _altered(cursor)}, VIEWER),
         "not one": await tools.call("ontoos_explore", {"cursor": "x" * 40}, VIEWER),

@@ -31,7 +31,7 @@ from tests.named_queries import HOSTS_BY_PROVIDER
 
 ANA, VIC, REV, REV2 = "gov-dash-ana", "gov-dash-vic", "gov-dash-rev", "gov-dash-rev2"
 TOKENS = {name: name.rsplit("-", 1)[1] + "-" + secrets.token_hex(16) for name in (ANA, VIC, REV, REV2)}
-ROLES = {ANA: "analyst", VIC: "viewer", REV: "admin", REV2: "admin"}
+ROLES = {ANA: "analyst", VIC: "reader", REV: "admin", REV2: "admin"}
 REVIEWERS = (REV, REV2)
 COOKIE = "ontoos_session"
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}

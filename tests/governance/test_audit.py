@@ -51,7 +51,7 @@ from tests.databases import new_database
 from .helpers import count_events, ev, fetch_events, reset_audit
 
 ANA = Principal("gov-audit-ana", "analyst")
-VIC = Principal("gov-audit-vic", "viewer")
+VIC = Principal("gov-audit-vic", "reader")
 ADM = Principal("gov-audit-adm", "admin")
 
 NAMED = {
@@ -594,7 +594,7 @@ def test_cli_explore_writes_one_event_with_surface_cli(cli_env, capsys, demo):
 
 def test_cli_refusal_is_recorded_with_its_reason(cli_env, capsys):
     reset_audit(cli_env)
-    code = cli.main(["explore", "--role", "viewer", "--format", "json", "-q", "explore hosts fields hostname, ssh_private_key"])
+    code = cli.main(["explore", "--role", "reader", "--format", "json", "-q", "explore hosts fields hostname, ssh_private_key"])
     out = json.loads(capsys.readouterr().out)
     assert code == 2 and out["ok"] is False
     code = cli.main(["explore", "--role", "analyst", "--format", "json", "-q", "explore hosts fields hostname, ssh_private_key"])

@@ -340,8 +340,8 @@ QUESTION = ("explore workloads fields name, namespace, kind, replicas where name
 ASKED = [
     ("gov-promo-ann", "analyst", "prod", "Deployment", 8, 50),
     ("gov-promo-ann", "analyst", "staging", "Deployment", 2, 50),
-    ("gov-promo-ben", "viewer", "payments", "StatefulSet", 4, 20),
-    ("gov-promo-ben", "viewer", "prod", "StatefulSet", 3, 50),
+    ("gov-promo-ben", "reader", "payments", "StatefulSet", 4, 20),
+    ("gov-promo-ben", "reader", "prod", "StatefulSet", 3, 50),
     ("gov-promo-cat", "analyst", "prod-fp", "Deployment", 9, 40),
     ("gov-promo-ann", "analyst", "sandbox", "Deployment", 6, 50),
 ]

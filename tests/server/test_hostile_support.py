@@ -65,15 +65,15 @@ SERVER_RATE = {"per_minute": SLOW, "burst": 3}  # the default of every principal
 # each rate-limited one is used up by one test only (test_rate_limit), so none depends on another
 PRINCIPALS: dict[str, tuple[str, str, Any]] = {
     "alice": ("analyst", "alice-" + secrets.token_hex(16), False),
-    "vera": ("viewer", "vera-" + secrets.token_hex(16), False),
+    "vera": ("reader", "vera-" + secrets.token_hex(16), False),
     "rex": ("admin", "rex-" + secrets.token_hex(16), False),
     "pat": ("patient", "pat-" + secrets.token_hex(16), False),
     "fuzz": ("analyst", "fuzz-" + secrets.token_hex(16), False),
     "dora": ("analyst", "dora-" + secrets.token_hex(16), None),
-    "tina": ("viewer", "tina-" + secrets.token_hex(16), {"per_minute": SLOW, "burst": 3}),
+    "tina": ("reader", "tina-" + secrets.token_hex(16), {"per_minute": SLOW, "burst": 3}),
     "mia": ("analyst", "mia-" + secrets.token_hex(16), {"per_minute": SLOW, "burst": 2}),
-    "max": ("viewer", "max-" + secrets.token_hex(16), {"per_minute": SLOW, "burst": 3}),
-    "sam": ("viewer", "sam-" + secrets.token_hex(16), {"per_minute": SLOW, "burst": 3}),
+    "max": ("reader", "max-" + secrets.token_hex(16), {"per_minute": SLOW, "burst": 3}),
+    "sam": ("reader", "sam-" + secrets.token_hex(16), {"per_minute": SLOW, "burst": 3}),
 }
 REVIEWERS = ("rex",)
 

@@ -50,7 +50,7 @@ TOOL_NAMES = ["ontoos_catalog", "ontoos_explore", "ontoos_queries", "ontoos_run_
 # principal -> (contract role, bearer token); the server config stores only sha256(token)
 PRINCIPALS: dict[str, tuple[str, str]] = {
     "alice": ("analyst", "alice-" + secrets.token_hex(16)),
-    "vera": ("viewer", "vera-" + secrets.token_hex(16)),
+    "vera": ("reader", "vera-" + secrets.token_hex(16)),
     "rex": ("admin", "rex-" + secrets.token_hex(16)),
 }
 ALICE, VERA, REX = (PRINCIPALS[p][1] for p in ("alice", "vera", "rex"))
@@ -784,7 +784,7 @@ async def test_mcp_role_comes_from_the_token(server, mode):
     assert vera.is_error is True
     assert json.loads(vera.content[0].text)["error"]["subtype"] == "UNKNOWN_DATASET"
     assert alice.is_error is False and len(alice.structured_content["data"]["rows"]) == 3
-    assert vera_catalog.structured_content["data"]["role"] == "viewer"
+    assert vera_catalog.structured_content["data"]["role"] == "reader"
     assert alice_catalog.structured_content["data"]["role"] == "analyst"
     assert rex_catalog.structured_content["data"]["role"] == "admin"
     assert "hosts" not in [d["name"] for d in vera_catalog.structured_content["data"]["datasets"]]

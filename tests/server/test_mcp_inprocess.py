@@ -180,6 +180,13 @@ async def viewer(connect):
         yield s
 
 
+@pytest.fixture
+async def reader(connect):
+    """The published read set with the viewer's budgets, exploring (the demo's viewer keeps to named queries)."""
+    async with connect("reader") as s:
+        yield s
+
+
 def contract_variant(tmp_path: Path, edit) -> Any:
     """The demo contract with `edit(data)` applied, loaded from a file under tmp_path."""
     data = yaml.safe_load((ROOT / "contracts" / "demo.yaml").read_text(encoding="utf-8"))
@@ -255,10 +262,10 @@ async def test_explore_text_form_and_aggregates_with_notes(analyst):
     assert any("containers" in n for n in env["meta"]["notes"])
 
 
-async def test_dry_run_returns_the_plan_and_no_rows(analyst, viewer):
+async def test_dry_run_returns_the_plan_and_no_rows(analyst, reader):
     args = {"dataset": "workloads", "relations": ["containers"], "fields": ["namespace", "sum(containers.cpu_millis) as cpu"],
             "group_by": ["namespace"], "limit": 100000, "dry_run": True}
-    for session, clamped in ((analyst, 500), (viewer, 100)):
+    for session, clamped in ((analyst, 500), (reader, 100)):
         env = await session.ok("ontoos_explore", args)
         assert set(env["data"]) == {"plan"}
         plan = env["data"]["plan"]
@@ -351,9 +358,9 @@ async def test_hidden_column_answers_like_a_missing_column(analyst):
     assert "is_deleted" not in near["hint"] and "retry_with" not in near
 
 
-async def test_dataset_outside_scope_answers_like_a_missing_dataset(viewer, connect, tmp_path):
+async def test_dataset_outside_scope_answers_like_a_missing_dataset(reader, connect, tmp_path):
     args = {"dataset": "hosts", "fields": ["hostname"]}
-    out_of_scope = await viewer.refused("ontoos_explore", args, "EX202", "UNKNOWN_DATASET")
+    out_of_scope = await reader.refused("ontoos_explore", args, "EX202", "UNKNOWN_DATASET")
 
     def drop_hosts(data):
         del data["datasets"]["hosts"]
@@ -361,16 +368,16 @@ async def test_dataset_outside_scope_answers_like_a_missing_dataset(viewer, conn
         data["read_sets"] = {k: [d for d in v if d != "hosts"] for k, v in data["read_sets"].items()}
 
     without = contract_variant(tmp_path, drop_hosts)
-    async with connect("viewer", contract=without) as other:
+    async with connect("reader", contract=without) as other:
         missing = await other.refused("ontoos_explore", args, "EX202", "UNKNOWN_DATASET")
     assert out_of_scope == missing
-    near = await viewer.refused("ontoos_explore", {"dataset": "hostz", "fields": ["hostname"]}, "EX202", "UNKNOWN_DATASET")
+    near = await reader.refused("ontoos_explore", {"dataset": "hostz", "fields": ["hostname"]}, "EX202", "UNKNOWN_DATASET")
     assert "hosts" not in near["hint"] and "retry_with" not in near
     assert near["hint"] == "readable datasets: " + ", ".join(VIEWER_DATASETS)
 
 
-async def test_relation_to_a_dataset_outside_scope_is_not_offered(viewer):
-    err = await viewer.refused("ontoos_explore", {"dataset": "workloads", "relations": ["configs"], "fields": ["name"]},
+async def test_relation_to_a_dataset_outside_scope_is_not_offered(reader):
+    err = await reader.refused("ontoos_explore", {"dataset": "workloads", "relations": ["configs"], "fields": ["name"]},
                                "EX203", "UNKNOWN_RELATION")
     assert "configs" not in err["hint"] and "cluster_hosts" not in err["hint"]
 
@@ -392,10 +399,10 @@ async def test_type_mismatch(analyst):
     assert "Deployment" in enum["hint"]
 
 
-async def test_budget_too_many_fields_for_viewer(viewer, analyst):
+async def test_budget_too_many_fields_for_viewer(reader, analyst):
     fields = ["name", "namespace", "cluster", "kind", "replicas", "created_at", "workload_id", "project_id",
               "name as a", "name as b", "name as c"]
-    err = await viewer.refused("ontoos_explore", {"dataset": "workloads", "fields": fields},
+    err = await reader.refused("ontoos_explore", {"dataset": "workloads", "fields": fields},
                                "EX401", "QUERY_BUDGET_EXCEEDED")
     assert err["type"] == "policy" and "10" in err["hint"]
     env = await analyst.ok("ontoos_explore", {"dataset": "workloads", "fields": fields, "limit": 1})
@@ -770,11 +777,11 @@ async def test_over_rest_a_role_that_may_not_explore_is_told_there_is_no_such_to
 
 async def test_a_misspelt_tool_or_query_is_capability_not_found_with_what_was_meant(connect, demo, tmp_path):
     registry = Registry.load(write_registry(tmp_path / "q.yaml", REGISTRY["queries"]), demo)
-    async with connect("viewer", registry=registry) as viewer:
+    async with connect("reader", registry=registry) as reader:
         with pytest.raises(MCPError) as caught:
-            await viewer.client.call_tool("ontoos_explor", {})
+            await reader.client.call_tool("ontoos_explor", {})
         assert "Did you mean ontoos_explore?" in caught.value.error.message
-        err = await viewer.refused("ontoos_run_query", {"id": "workloads_in_namespac"}, "EX208", "CAPABILITY_NOT_FOUND")
+        err = await reader.refused("ontoos_run_query", {"id": "workloads_in_namespac"}, "EX208", "CAPABILITY_NOT_FOUND")
         assert "did you mean 'workloads_in_namespace'?" in err["hint"]
 
 

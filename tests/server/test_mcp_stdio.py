@@ -56,7 +56,7 @@ def clean(result) -> None:
 def config_file(tmp_path) -> Path:
     path = tmp_path / "server.yaml"
     path.write_text(yaml.safe_dump({"principals": {
-        "bob": {"role": "viewer", "token_sha256": hashlib.sha256(TOKEN.encode()).hexdigest()},
+        "bob": {"role": "reader", "token_sha256": hashlib.sha256(TOKEN.encode()).hexdigest()},
         "carol": {"role": "analyst", "token_sha256": hashlib.sha256(b"another-token").hexdigest()},
     }}), encoding="utf-8")
     return path
@@ -121,7 +121,7 @@ async def test_stdio_principal_from_config_gets_its_role(pg_dsn, mode, config_fi
         catalog = await client.call_tool("ontoos_catalog", {})
         clean(catalog)
         data = catalog.structured_content["data"]
-        assert data["role"] == "viewer"
+        assert data["role"] == "reader"
         names = [d["name"] for d in data["datasets"]]
         assert "hosts" not in names and "workloads" in names
 

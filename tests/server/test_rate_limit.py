@@ -142,7 +142,7 @@ def test_rest_over_the_limit_is_429_with_retry_after(server):
     # the others are not affected
     assert request(server, "GET", "/api/v1/catalog", who="alice").status == 200
     rows = audit_events(server.audit_dsn, "tina", "EX412", 4)
-    assert len(rows) == 4 and set(rows) == {("rest", "refused", "policy", "QUERY_BUDGET_EXCEEDED", "viewer")}
+    assert len(rows) == 4 and set(rows) == {("rest", "refused", "policy", "QUERY_BUDGET_EXCEEDED", "reader")}
 
 
 def test_refused_requests_take_a_call_too(server):
