@@ -1,8 +1,9 @@
 """Demo: example explorations run on the demo lakehouse, then a few refusals.
 
-`ontoos demo` runs this against the embedded PostgreSQL: each question, its
-rows (the first few), the notes, then what refusals look like. The examples
-are data (`data/demo_examples.yaml`, written for the demo contract).
+`ontoos demo` runs this against the embedded PostgreSQL: a reviewed named
+query of the demo registry (`named`), then each question, its rows (the first
+few), the notes, then what refusals look like. The examples are data
+(`data/demo_examples.yaml`, written for the demo contract).
 """
 
 from __future__ import annotations

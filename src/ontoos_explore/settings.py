@@ -18,7 +18,8 @@ The README's settings table is `markdown_table()`'s rendering of `SETTINGS`
 The registry defaults to `queries.yaml` in the working directory for the CLI
 and the servers alike, so `ontoos promote` and `ontoos queries approve` write
 the file `ontoos serve` (started in the same directory) serves; a server that
-finds no file serves no named queries, and picks the file up when it appears.
+finds no file serves no named queries (on the demo contract, the shipped demo
+registry), and picks the file up when it appears.
 """
 
 from __future__ import annotations
@@ -224,7 +225,8 @@ SETTINGS: tuple[Setting, ...] = (
             "HTTP connections one client address may hold open at once (past it: 429 as it opens); behind a "
             "proxy, every client has the proxy's address"),
     Setting("queries", "ONTOOS_QUERIES", Path("queries.yaml"), NEW_FILE,
-            "the named-query registry, for the CLI and the servers alike; a missing file: no named queries",
+            "the named-query registry, for the CLI and the servers alike; a missing file: no named queries (on the "
+            "demo contract: the shipped demo registry, until it is written)",
             flag="--queries"),
     Setting("drift_interval_s", "ONTOOS_DRIFT_INTERVAL", 300.0, number(0, low_ok=True),
             "servers compare the contract with the database every this many seconds (0: only at start and on "

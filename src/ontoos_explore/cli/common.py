@@ -102,15 +102,24 @@ def _read_source(args) -> Any:
         return from_flags(args.dataset, args.fields, args.filter, args.relation, args.group_by, args.order_by, args.limit)
     raise UsageError("give the exploration with -q TEXT, -f FILE, --json JSON, or --dataset and --fields")
 
+def cli_principal() -> str:
+    """Who asks from the CLI (its audit events, its promotions, its requests and cursors): the user
+    running it, or "cli" when this uid has no name."""
+    import getpass
+
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):  # no name for this uid
+        return "cli"
+
+
 def _audit_cli(settings, dsn: str, contract, answer, role: str, source) -> None:
     """The CLI is a surface too: one event per run, written before exit."""
     if not settings.audit:
         return
-    import getpass
-
     from ..governance.audit import event_for, record_sync
 
-    event = event_for(answer, principal=f"cli:{getpass.getuser()}", role=role, surface="cli", source=source,
+    event = event_for(answer, principal=cli_principal(), role=role, surface="cli", source=source,
                       contract=contract)
     try:
         record_sync(settings.audit_dsn or dsn, [event])

@@ -6,7 +6,7 @@ import sys
 
 from .. import pages
 from ..cursors import Cursors
-from .common import (EXIT_OK, EXIT_REJECTED, _audit_cli, _emit, _load, _params, _registry, _read_file, _read_source,
+from .common import (cli_principal, EXIT_OK, EXIT_REJECTED, _audit_cli, _emit, _load, _params, _registry, _read_file, _read_source,
                      _require, _role, _settings, _table, _with_explorer, exit_code, render_result)
 
 
@@ -143,7 +143,7 @@ def cmd_explore(args) -> int:
     settings = _settings(args)
     cursors = Cursors(settings.secret, settings.cursor_ttl_s) if settings.secret else None
     answer, dsn = _with_explorer(contract, settings, lambda explorer: pages.explore(
-        explorer, cursors, source, role, _cli_principal(), cursor=args.cursor, dry_run=args.dry_run, require=require))
+        explorer, cursors, source, role, cli_principal(), cursor=args.cursor, dry_run=args.dry_run, require=require))
     _audit_cli(settings, dsn, contract, answer, role, source if source is not None else f"--cursor {args.cursor}")
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     if fmt == "json" or not answer.ok or args.dry_run:
@@ -151,13 +151,6 @@ def cmd_explore(args) -> int:
     else:
         print(render_result(answer.envelope))
     return EXIT_OK if answer.ok else exit_code(answer.error)
-
-def _cli_principal() -> str:
-    """Who asks from the CLI (a cursor is bound to it): the user running it."""
-    import getpass
-
-    return f"cli:{getpass.getuser()}"
-
 
 def cmd_explain(args) -> int:
     from ..explain import explain

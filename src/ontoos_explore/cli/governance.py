@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from .common import (EXIT_OK, UsageError, _audit_cli, _emit, _load, _params, _registry, _require, _role, _settings, _table, _with_explorer,
+from .common import (cli_principal, EXIT_OK, UsageError, _audit_cli, _emit, _load, _params, _registry, _require, _role, _settings, _table, _with_explorer,
                      exit_code, render_result)
 
 
@@ -62,20 +62,10 @@ def cmd_promote(args) -> int:
     examples = Examples(keep_text=bool(getattr(args, "keep_text_examples", False)))
     with psycopg.connect(dsn) as conn:
         entry = promote(conn, contract, path, args.fingerprint, args.id, args.title, args.description,
-                        examples=examples, promoted_by=_promoter())
+                        examples=examples, promoted_by=cli_principal())
     written = authored(entry.model_dump(mode="json", exclude_none=True))  # as the file has it
     _emit({"ok": True, "data": {"registry": str(path.path), "query": written}})
     return EXIT_OK
-
-def _promoter() -> str:
-    """Who promotes from the CLI: the user running it (the CLI has no principals)."""
-    import getpass
-
-    try:
-        return f"cli:{getpass.getuser()}"
-    except (KeyError, OSError):  # no name for this uid
-        return "cli"
-
 
 def cmd_queries(args) -> int:
     from ..governance.promote import set_status
@@ -135,8 +125,6 @@ def cmd_queries(args) -> int:
 
 def _request(args, contract) -> int:
     """`ontoos queries request QUESTION [--dataset D]`: a template request, filed for reviewers."""
-    import getpass
-
     import psycopg
 
     from ..catalog import describe_dataset
@@ -150,7 +138,7 @@ def _request(args, contract) -> int:
     dsn = settings.audit_dsn or resolve_dsn(settings, contract)
     try:
         with psycopg.connect(dsn, connect_timeout=5) as conn:
-            filed = requests.file(conn, principal=f"cli:{getpass.getuser()}", role=role, surface="cli",
+            filed = requests.file(conn, principal=cli_principal(), role=role, surface="cli",
                                   question=question, dataset=dataset)
     except psycopg.Error:
         from ..errors import UpstreamError

@@ -1,9 +1,11 @@
 """CLI, the servers: MCP over stdio, MCP and the HTTP API over streamable HTTP.
 
 Both serve the named queries of `settings.queries` (--queries, ONTOOS_QUERIES,
-else queries.yaml in the working directory) as a `LiveRegistry`: a change to
-the file (`ontoos promote`, `ontoos queries approve`, the dashboard, an edit)
-is served within a second, without a restart.
+else queries.yaml in the working directory; on the demo contract, the shipped
+demo registry until that file is written: `store.store_for`) as a
+`LiveRegistry`: a change to the file (`ontoos promote`, `ontoos queries
+approve`, the dashboard, an edit) is served within a second, without a
+restart, and MCP sessions hear of it (tools/list_changed).
 """
 
 from __future__ import annotations

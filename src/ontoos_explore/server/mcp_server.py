@@ -124,7 +124,11 @@ class ToolListChanges:
         last = self.tools.registry_now()
         while True:
             await asyncio.sleep(self.interval_s)
-            now = self.tools.registry_now()
+            try:
+                now = self.tools.registry_now()
+            except Exception:  # the file cannot even be looked at (a permission): the list stays, say so
+                log.exception("could not look at the registry for tools/list_changed")
+                continue
             if now is last:
                 continue
             last = now

@@ -69,7 +69,8 @@ def explore_arguments(params: QueryParams) -> dict[str, Any]:
 
 
 def catalog_arguments(params: QueryParams) -> dict[str, Any]:
-    """ontoos_catalog's arguments from the GET form: nothing, one dataset, or one name to look up."""
+    """ontoos_catalog's arguments from the GET form: nothing, one dataset, or one name to look up; and
+    `sample`, a row count (checked by the tool's model)."""
     for key in params.keys():
         if key not in ("dataset", "name", "sample"):
             raise InputError(Codes.INVALID_REQUEST, f"unknown query parameter '{key[:40]}'",

@@ -78,7 +78,7 @@ class ExplorationInput(BaseModel):
 
 
 class ExploreInput(ExplorationInput):
-    """The JSON form of an exploration, plus dry_run and require."""
+    """The JSON form of an exploration, plus dry_run, require and cursor (the next page)."""
 
     refusals: ClassVar[dict[str, tuple[str, str]]] = {
         "dry_run": ("'dry_run' must be true or false", 'e.g. "dry_run": true'),
