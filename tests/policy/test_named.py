@@ -29,7 +29,8 @@ def entry(**over) -> NamedQuery:
 
 
 def test_verified_reads_name_each_output_positions_contract_columns(demo):
-    datasets, sources, _ = verify_named(entry(), demo)
+    v = verify_named(entry(), demo)
+    datasets, sources = v.datasets, v.sources
     assert datasets == ("configs",)
     assert sources == ((("configs", "key"),), (("configs", "source"),))
 
@@ -53,7 +54,8 @@ def test_an_entry_breaking_a_rule_is_refused_naming_it(demo, over, says):
 
 def test_the_plan_takes_the_smaller_budgets_and_masks_what_callers_may_not_see(demo):
     verified = entry(timeout_ms=999_999, max_rows=3, sql=FILTERED.replace("LIMIT 11", "LIMIT 4"))
-    datasets, sources, _ = verify_named(verified, demo)
+    v = verify_named(verified, demo)
+    datasets, sources = v.datasets, v.sources
     verified = verified.model_copy(update={"datasets": datasets, "sources": sources})
     viewer = demo.role("viewer")
     plan = plan_named(verified, demo, viewer)
@@ -187,8 +189,8 @@ JOINED = f"SELECT c.key AS key, c.source AS source {CONFIG_KEYS_FROM}"
         "join-on-too"])
 def test_legitimate_shapes_are_accepted(demo, sql, bind):
     params = [{"name": b, "type": "text"} for b in bind if isinstance(b, str)]
-    datasets, *_ = verify_named(entry(sql=sql, bind=bind, parameters=params, read_sets=["engineering", "published"]),
-                               demo)
+    datasets = verify_named(entry(sql=sql, bind=bind, parameters=params, read_sets=["engineering", "published"]),
+                            demo).datasets
     assert "configs" in datasets
 
 

@@ -395,7 +395,7 @@ def test_a_promoted_exploration_of_a_child_verifies_with_its_parents(source, rol
 
     q, entry = promoted(source, role)
     assert q.parents and set(entry.read_sets) <= {"published", "engineering"}
-    datasets = verify_named(entry, DEMO)[0]
+    datasets = verify_named(entry, DEMO).datasets
     # what it reads is what the exploration names: its parents are the contract's joins, read only for
     # their join and filter columns (the registry lists it for every role that may read those datasets)
     assert set(datasets) == set(q.datasets)
@@ -458,7 +458,7 @@ def test_a_named_query_reading_a_child_without_its_parents_is_refused(sql, says)
 def test_a_named_query_joining_each_parent_on_its_relation_is_accepted(sql):
     from ontoos_explore.policy.named import verify_named
 
-    datasets = verify_named(named(sql, [FALSE], columns=("key",)), DEMO)[0]
+    datasets = verify_named(named(sql, [FALSE], columns=("key",)), DEMO).datasets
     assert "configs" in datasets and not {"workloads", "projects"} & set(datasets)  # only joined and filtered
 
 
@@ -483,4 +483,4 @@ def test_a_parent_whose_other_columns_a_named_query_reads_is_one_it_reads():
 def verify_named_datasets(entry) -> tuple[str, ...]:
     from ontoos_explore.policy.named import verify_named
 
-    return verify_named(entry, DEMO)[0]
+    return verify_named(entry, DEMO).datasets

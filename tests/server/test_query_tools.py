@@ -72,7 +72,7 @@ async def test_each_query_a_role_may_run_is_a_tool_of_its_own(connect, mode, dem
             assert all(c in tool.description for c in query.columns)
             assert len(tool.description.encode()) <= MAX_DESCRIPTION
             Draft202012Validator.check_schema(tool.input_schema)
-            assert set(tool.input_schema["properties"]) == {p.name.split(".")[0] for p in query.parameters} | {"require"}
+            assert set(tool.input_schema["properties"]) == {p.name.split(".")[0] for p in query.parameters} | {"require", "cursor"}
             assert tool.input_schema["additionalProperties"] is False and tool.output_schema["type"] == "object"
             a = tool.annotations
             assert (a.read_only_hint, a.idempotent_hint, a.destructive_hint, a.open_world_hint) == (True, True, False, False)
@@ -188,19 +188,22 @@ async def test_over_http_a_query_tool_runs_and_a_registry_edit_is_announced(http
         assert names[BUILT_IN:] == ["ontoos_q_hosts_by_provider"]
 
 
-async def test_a_parameter_named_require_is_the_querys_own(connect, demo, tmp_path):
-    """`require` is the freshness option of a query tool, unless the query declares a parameter so named:
-    then its schema has no option of that name, and the value reaches the query."""
+@pytest.mark.parametrize("option", ["require", "cursor"])
+async def test_a_parameter_named_as_an_option_is_the_querys_own(connect, demo, tmp_path, option):
+    """`require` (freshness) and `cursor` (the next page) are options of a query tool, unless the query
+    declares a parameter so named: then its schema has no option of that name, and the value reaches the
+    query."""
     entry = {"id": "kinds", "title": "Workloads of a kind", "read_sets": ["published"],
-             "params": [{"name": "require", "type": "enum", "values": ["Deployment", "Job"], "required": True}],
+             "params": [{"name": option, "type": "enum", "values": ["Deployment", "Job"], "required": True}],
              "constants": [{"name": "kept", "type": "boolean", "value": False}],
-             "sql": "SELECT w.name AS name FROM lake.k8s_workloads AS w INNER JOIN lake.gitlab_projects AS p "
-                    "ON p.project_id = w.project_id WHERE w.kind = :require AND w.is_deleted = :kept "
-                    "AND p.is_deleted = :kept ORDER BY w.workload_id LIMIT 6"}
+             "sql": "SELECT w.name AS name, w.kind AS kind FROM lake.k8s_workloads AS w INNER JOIN "
+                    "lake.gitlab_projects AS p ON p.project_id = w.project_id WHERE w.kind = :" + option +
+                    " AND w.is_deleted = :kept AND p.is_deleted = :kept ORDER BY w.workload_id LIMIT 6"}
     path = tmp_path / "queries.yaml"
     path.write_text(yaml.safe_dump({"version": 1, "queries": [entry]}), encoding="utf-8")
     async with connect("reader", "legacy", registry=Registry.load(path, demo)) as (client, _):
         tool = {t.name: t for t in (await client.list_tools()).tools}["ontoos_q_kinds"]
-        jobs = await client.call_tool("ontoos_q_kinds", {"require": "Job"})
-    assert tool.input_schema["properties"]["require"]["enum"] == ["Deployment", "Job"]
-    assert jobs.is_error is False and jobs.structured_content["data"]["rows"]
+        jobs = await client.call_tool("ontoos_q_kinds", {option: "Job"})
+    assert tool.input_schema["properties"][option]["enum"] == ["Deployment", "Job"]
+    rows = jobs.structured_content["data"]["rows"]
+    assert jobs.is_error is False and rows and {kind for _, kind in rows} == {"Job"}

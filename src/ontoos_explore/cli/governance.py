@@ -82,7 +82,7 @@ def cmd_queries(args) -> int:
                 for q in matching(list(registry.entries.values()), args.domain, args.q)]
         _emit({"ok": True, "data": {"queries": rows, "skipped": [i for i, _ in registry.problems]}})
         return EXIT_OK
-    if not args.id:
+    if not args.id and not (args.action == "run" and args.cursor):  # a cursor alone names its query
         raise UsageError(f"queries {args.action} needs an ID" if args.action != "request" else
                          'queries request needs the question, e.g. ontoos queries request "which teams own ..."')
     if args.action == "request":
@@ -93,12 +93,14 @@ def cmd_queries(args) -> int:
         return EXIT_OK
     from ..names import fold
 
-    entry = registry.entries.get(fold(args.id))
+    entry = registry.entries.get(fold(args.id)) if args.id else None
     if args.action == "show":
         if entry is None:
             raise UsageError(f"the registry has no valid query '{args.id}'")
         _emit({"ok": True, "data": {**entry.describe(), "status": entry.status, "sql": entry.sql}})
         return EXIT_OK
+    from .. import pages
+    from ..cursors import Cursors
     from ..envelope import Answer
     from ..errors import ExploreError
 
@@ -107,14 +109,18 @@ def cmd_queries(args) -> int:
     require = _require(args)
     settings = _settings(args)
 
+    cursors = Cursors(settings.secret, settings.cursor_ttl_s) if settings.secret else None
+
     async def work(explorer):
         try:
-            return await registry.run(explorer, role, args.id, params, require)
+            return await pages.run_named(explorer, cursors, registry, role, cli_principal(), args.id, params,
+                                         cursor=args.cursor, require=require)
         except ExploreError as e:  # refused before it ran (unknown id, bad parameters): the one refusal shape
             return Answer.refusal(e, contract_hash=contract.hash, notice=explorer.lake.notice_for(role))
 
     answer, dsn = _with_explorer(contract, settings, work)
-    _audit_cli(settings, dsn, contract, answer, role, f"queries run {args.id} {json.dumps(params)}")
+    asked = f"queries run {args.id} {json.dumps(params)}" if args.id else f"queries run --cursor {args.cursor}"
+    _audit_cli(settings, dsn, contract, answer, role, asked)
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     if fmt == "json" or not answer.ok:
         _emit(answer.envelope)

@@ -40,6 +40,10 @@ def _require_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--consistency", choices=("any", "fixed_read"),
                    help="fixed_read: refuse unless the rows and their evidence were read in one snapshot")
 
+def _cursor_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cursor", metavar="CURSOR", help="meta.next_cursor of a truncated answer: its next page "
+                                                      "(needs ONTOOS_SECRET, the one the servers sign with)")
+
 def _dsn_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dsn", help="PostgreSQL to use (default: $ONTOOS_DSN, else the embedded server)")
 
@@ -61,8 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     _dsn_arg(x)
     _format_arg(x)
     x.add_argument("--dry-run", action="store_true", help="plan only: what would be read, and the cost estimate")
-    x.add_argument("--cursor", metavar="CURSOR", help="meta.next_cursor of a truncated answer: its next page "
-                                                      "(needs ONTOOS_SECRET, the one the servers sign with)")
+    _cursor_arg(x)
     _require_args(x)
 
     e = sub.add_parser("explain", help="the plan of an exploration or a named query, without reading rows",
@@ -163,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "fault, incident)")
     n.add_argument("-q", metavar="WORDS", help="list: only queries whose text holds every one of these words")
     n.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE", help="run: a parameter (repeatable)")
+    _cursor_arg(n)
     n.add_argument("--queries", metavar="FILE", help="registry YAML (default: $ONTOOS_QUERIES, else queries.yaml)")
     _contract_arg(n)
     _role_arg(n)

@@ -32,9 +32,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..compiler import CompiledQuery, ParamSlot
 from ..contract import Contract
-from ..errors import Codes, InputError
+from ..errors import Codes, InputError, InternalError
 from ..names import did_you_mean, fold
 from ..policy.named import bind_named, plan_named, verify_named
+from ..policy.named_paging import with_offset
 from ..require import Require
 from ..service import Answer, Explorer
 from ..types import ColumnType
@@ -115,6 +116,7 @@ class NamedQuery(BaseModel):
     # per output column, the (dataset, column) pairs it reads: from the guard's verdict, for masking
     sources: tuple[tuple[tuple[str, str], ...], ...] = Field((), exclude=True)
     touches: frozenset[tuple[str, str, str]] = Field(frozenset(), exclude=True)  # (schema, table, column) read
+    pageable: bool = Field(False, exclude=True)  # its ORDER BY makes the order total: a truncated answer pages
 
     @property
     def reads(self) -> frozenset[tuple[str, str]]:
@@ -227,8 +229,9 @@ class Registry:
         return await explorer.run_compiled(self.compiled(role_name, ident, params), require)
 
     def compiled(self, role_name: str, ident: Any, params: Any,
-                 statuses: tuple[str, ...] = ("approved",)) -> CompiledQuery:
-        """A named query the role may run, with its parameters bound, as the executor runs it."""
+                 statuses: tuple[str, ...] = ("approved",), offset: int = 0) -> CompiledQuery:
+        """A named query the role may run, with its parameters bound, as the executor runs it; `offset`:
+        the rows before this page (`pages.run_named` passes it, for an entry that pages)."""
         visible = {fold(q.id): q for q in self.visible(role_name, statuses)}
         entry = visible.get(fold(ident)) if isinstance(ident, str) else None
         if entry is None:
@@ -238,11 +241,12 @@ class Registry:
         values = bind_named(entry, params if params is not None else {}, role)
         plan = plan_named(entry, self.contract, role)
         q = CompiledQuery(
-            sql=entry.sql, params=tuple(values),
+            sql=page_sql(entry, offset, self.contract) if offset else entry.sql, params=tuple(values),
             slots=tuple(ParamSlot(b, "", True) if isinstance(b, str) else ParamSlot("", b.type, False) for b in entry.bind),
             fingerprint=f"named:{entry.id}", shape=f"named query {entry.id}", normalized=f"named query {entry.id}",
             columns=entry.columns, datasets=entry.datasets, relations=(), limit=plan.max_rows, notes=entry.notes,
             plan=plan, contract_hash=self.contract.hash, reads=entry.reads, touches=entry.touches,
+            pageable=entry.pageable, offset=offset,
         )
         return q
 
@@ -253,5 +257,21 @@ def verify(entry: NamedQuery, contract: Contract) -> NamedQuery:
     unknown = [r for r in entry.roles or () if contract.role(r) is None]
     if unknown:
         raise ValueError(f"auth names role '{unknown[0]}', which the contract does not have")
-    datasets, sources, touches = verify_named(entry, contract)
-    return entry.model_copy(update={"datasets": datasets, "sources": sources, "touches": touches})
+    v = verify_named(entry, contract)
+    return entry.model_copy(update={"datasets": v.datasets, "sources": v.sources, "touches": v.touches,
+                                    "pageable": v.pageable})
+
+
+def page_sql(entry: NamedQuery, offset: int, contract: Contract) -> str:
+    """The SQL of the entry's page `offset` rows on (`named_paging.with_offset`), verified again as the
+    entry was: new text runs only once the guard and the contract's rules accept it, reading what the
+    entry reads."""
+    sql = with_offset(entry.sql, offset)
+    try:
+        v = verify_named(entry.model_copy(update={"sql": sql}), contract)
+    except ValueError:
+        v = None
+    if v is None or (v.datasets, v.sources, v.touches) != (entry.datasets, entry.sources, entry.touches):
+        log.error("named query %s: its page SQL at offset %d does not verify as the entry does", entry.id, offset)
+        raise InternalError(reason="PAGE_NOT_VERIFIED")
+    return sql

@@ -28,7 +28,9 @@ rules still hold, through the same functions (`policy.plans`), and
     the parent's always-filters decide which of its rows exist, as they do
     in an exploration;
   check-sql verifies a `$n` always-filter against `--bind` (the entry's
-  bind list), and without one reports it as one it cannot verify;
+  bind list), and without one reports it as one it cannot verify; and it
+  says whether the SQL's ORDER BY makes the order total
+  (`named_paging.py`: whether a truncated answer pages);
 - `plan_named`: the plan a role runs it with (`plan_for`: the row, time and
   cost budgets, and masked output positions from the guard's per-item
   columns);
@@ -53,6 +55,7 @@ from ..guard import Verdict, check
 from ..names import did_you_mean, fold
 from ..plan import Plan
 from ..types import LiteralTypeError, a, convert, python_kind
+from .named_paging import order_is_total
 from .plans import plan_for
 from .sql_rules import Pinned, constant_value, contract_violations
 
@@ -61,12 +64,20 @@ class NamedQueryInvalid(ValueError):
     """A registry entry the policy refuses (reported, and the entry skipped, when the registry loads)."""
 
 
-def verify_named(entry: Any, contract: Contract) -> tuple[tuple[str, ...], tuple[tuple[tuple[str, str], ...], ...],
-                                                          frozenset[tuple[str, str, str]]]:
-    """(the datasets the SQL reads, per output position the (dataset, column) pairs it reads, every
-    (schema, table, column) it reads anywhere), or
-    NamedQueryInvalid naming why: the first of the entry's own problems and the guard's violations,
-    else every problem the contract's rules find (`contract_violations`), on one line."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class Verified:
+    """What the policy found a verified entry reads, and whether its order is total."""
+
+    datasets: tuple[str, ...]  # the datasets the SQL reads
+    sources: tuple[tuple[tuple[str, str], ...], ...]  # per output position, the (dataset, column) pairs it reads
+    touches: frozenset[tuple[str, str, str]]  # every (schema, table, column) it reads anywhere
+    pageable: bool  # its ORDER BY makes the order total (`named_paging.order_is_total`)
+
+
+def verify_named(entry: Any, contract: Contract) -> Verified:
+    """What the entry's SQL reads (`Verified`), or NamedQueryInvalid naming why not: the first of the
+    entry's own problems and the guard's violations, else every problem the contract's rules find
+    (`contract_violations`), on one line."""
     known = {fold(k) for k in contract.read_sets}
     missing = [s for s in entry.read_sets if fold(s) not in known]
     if missing:
@@ -89,7 +100,7 @@ def verify_named(entry: Any, contract: Contract) -> tuple[tuple[str, ...], tuple
     read = {by_table[t].name for t in verdict.relations}
     datasets = tuple(sorted(read - _only_parents(contract, read, verdict.columns)))
     sources = tuple(tuple(sorted((by_table[(s, t)].name, c) for s, t, c in item)) for item in verdict.targets)
-    return datasets, sources, verdict.columns
+    return Verified(datasets, sources, verdict.columns, order_is_total(entry.sql, verdict, contract))
 
 
 def _only_parents(contract: Contract, read: set[str], columns: frozenset[tuple[str, str, str]]) -> set[str]:

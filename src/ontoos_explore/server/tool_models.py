@@ -77,6 +77,9 @@ class ExplorationInput(BaseModel):
         None, description="The whole exploration in text form instead of the keys above")
 
 
+CURSOR = "meta.next_cursor of a truncated answer: its next page (alone, or with the same question)"
+
+
 class ExploreInput(ExplorationInput):
     """The JSON form of an exploration, plus dry_run, require and cursor (the next page)."""
 
@@ -85,8 +88,7 @@ class ExploreInput(ExplorationInput):
         "cursor": ("'cursor' must be a string", "pass meta.next_cursor exactly as it came")}
     dry_run: bool = Field(False, description="Return the plan (datasets, limit, cost estimate, notes) instead of rows")
     require: SkipValidation[RequireInput | None] = Field(None, description=REQUIRE)
-    cursor: str | None = Field(None, description="meta.next_cursor of a truncated answer: its next page (alone, or "
-                                                 "with the same exploration)")
+    cursor: str | None = Field(None, description=CURSOR)
 
 
 class ExplainInput(ExplorationInput):
@@ -125,10 +127,12 @@ class QueriesInput(BaseModel):
 class RunQueryInput(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     refusals: ClassVar[dict[str, tuple[str, str]]] = {
-        "id": ("'id' must be a string", 'e.g. {"id": "<a named query id from ontoos_queries>", "params": {}}')}
-    id: str = Field(description="Named query id, from ontoos_queries")
+        "id": ("'id' must be a string", 'e.g. {"id": "<a named query id from ontoos_queries>", "params": {}}'),
+        "cursor": ("'cursor' must be a string", "pass meta.next_cursor exactly as it came")}
+    id: str | None = Field(None, description="Named query id, from ontoos_queries (a cursor alone needs none)")
     params: SkipValidation[dict[str, Any]] = Field(default_factory=dict, description="Parameter values by name")
     require: SkipValidation[RequireInput | None] = Field(None, description=REQUIRE)
+    cursor: str | None = Field(None, description=CURSOR)
 
 
 class StatsInput(BaseModel):
@@ -193,7 +197,8 @@ TOOLS: dict[str, tuple[str, str, type[BaseModel]]] = {
     "ontoos_run_query": (
         "Run a named query",
         "Run a reviewed named query by id with its parameters (see ontoos_queries). Same budgets and envelope as "
-        "ontoos_explore.",
+        "ontoos_explore; a truncated answer's meta.next_cursor, sent back as {\"cursor\": ...}, returns the next "
+        "page.",
         RunQueryInput,
     ),
     "ontoos_explain": (
@@ -235,13 +240,15 @@ MAX_DESCRIPTION = 2000  # bytes of a named query's tool description (UTF-8)
 
 def query_input_schema(query: Any) -> dict[str, Any]:
     """A named query's tool input: its parameters' schema (nested objects for dotted names), and
-    `require` unless a parameter takes that name."""
+    `require` and `cursor`, each unless a parameter takes its name."""
     schema = query.params_schema()
-    if "require" not in schema["properties"]:
-        require = {**RequireInput.model_json_schema(), "description": REQUIRE}
-        require.pop("title", None)
-        schema = {**schema, "properties": {**schema["properties"], "require": require}}
-    return schema
+    properties = dict(schema["properties"])
+    if "require" not in properties:
+        properties["require"] = {**RequireInput.model_json_schema(), "description": REQUIRE}
+        properties["require"].pop("title", None)
+    if "cursor" not in properties:
+        properties["cursor"] = {"type": "string", "description": CURSOR}
+    return {**schema, "properties": properties}
 
 
 def query_description(query: Any) -> str:

@@ -322,17 +322,26 @@ class Tools:
         return self._ok(await freshness(self.explorer, principal.role), principal)
 
     async def _query_tool(self, ident: str, arguments: dict[str, Any], principal: Principal) -> Answer:
-        """A named query called as its own tool: the arguments are its parameters (and `require`)."""
+        """A named query called as its own tool: the arguments are its parameters, and `require` and
+        `cursor` (each unless the query has a parameter of that name: then its schema has no such option)."""
         entry = self.registry.entries.get(fold(ident))
-        own = entry is not None and any(p.name.split(".")[0] == "require" for p in entry.parameters)
-        if own:  # the query's own parameter of that name (its schema has no freshness `require`)
-            return await self.registry.run(self.explorer, principal.role, ident, arguments)
-        params = {k: v for k, v in arguments.items() if k != "require"}
-        return await self.registry.run(self.explorer, principal.role, ident, params,
-                                       read_require(arguments.get("require")))
+        own = {p.name.split(".")[0] for p in entry.parameters} if entry is not None else set()
+        options = {k: arguments[k] for k in ("require", "cursor") if k in arguments and k not in own}
+        params = {k: v for k, v in arguments.items() if k not in options}
+        cursor = options.get("cursor")
+        if cursor is not None and not isinstance(cursor, str):
+            raise InputError(Codes.INVALID_REQUEST, "'cursor' must be a string",
+                             hint="pass meta.next_cursor exactly as it came")
+        return await pages.run_named(self.explorer, self.cursors, self.registry, principal.role, principal.name,
+                                     ident, params, cursor=cursor, require=read_require(options.get("require")))
 
     async def _run_query(self, args: RunQueryInput, arguments: dict[str, Any], principal: Principal) -> Answer:
+        if args.id is None and args.cursor is None:
+            raise InputError(Codes.INVALID_REQUEST, "'id' must be a string: the named query's id (only a cursor "
+                             "goes without one)",
+                             hint='e.g. {"id": "<a named query id from ontoos_queries>", "params": {}}')
         if self.registry is None:
             raise InputError(Codes.UNKNOWN_QUERY, "there are no named queries", hint="use ontoos_explore")
-        return await self.registry.run(self.explorer, principal.role, args.id, args.params,
-                                       read_require(arguments.get("require")))
+        return await pages.run_named(self.explorer, self.cursors, self.registry, principal.role, principal.name,
+                                     args.id, args.params, cursor=args.cursor,
+                                     require=read_require(arguments.get("require")))
