@@ -224,6 +224,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("connections_per_client", "ONTOOS_CONNECTIONS_PER_CLIENT", 64, integer(1),
             "HTTP connections one client address may hold open at once (past it: 429 as it opens); behind a "
             "proxy, every client has the proxy's address"),
+    Setting("drain_timeout_s", "ONTOOS_DRAIN_TIMEOUT", 30.0, number(0),
+            "on SIGTERM or SIGINT, seconds a server waits for the requests in flight (new ones get 503 and "
+            "Retry-After meanwhile) before it stops"),
     Setting("queries", "ONTOOS_QUERIES", Path("queries.yaml"), NEW_FILE,
             "the named-query registry, for the CLI and the servers alike; a missing file: no named queries (on the "
             "demo contract: the shipped demo registry, until it is written)",
@@ -277,6 +280,7 @@ class Settings:
     body_timeout_s: float = _D["body_timeout_s"]
     header_timeout_s: float = _D["header_timeout_s"]
     connections_per_client: int = _D["connections_per_client"]
+    drain_timeout_s: float = _D["drain_timeout_s"]
     queries: Path | None = _D["queries"]
     drift_interval_s: float = _D["drift_interval_s"]
     secret: str | None = _D["secret"]

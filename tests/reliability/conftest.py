@@ -182,9 +182,8 @@ class Serve:
         return (self.workdir / "serve.stderr.log").read_text(encoding="utf-8", errors="replace")
 
     def stop(self, timeout: float = 30) -> int | None:
-        """SIGTERM (a clean shutdown: the audit queue is flushed), only to the process this test started.
-
-        uvicorn shuts down gracefully, then re-raises the signal: -SIGTERM is a clean exit (see `clean`)."""
+        """SIGTERM (a clean shutdown: the requests in flight finish, the audit queue is flushed, exit 0),
+        only to the process this test started."""
         if self.proc is not None:
             self.returncode = serving.stop(self.proc, timeout)
             self._stderr.close()

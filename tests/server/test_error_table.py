@@ -554,6 +554,9 @@ TABLE: dict[str, dict[str, Any]] = {
                   "mcp": Flow(cancelled_mcp, "notifications/cancelled"),
                   "stdio": Flow(cancelled_stdio, "notifications/cancelled"),
                   "cli": Unreachable("a CLI run is not cancelled by a request")},
+    "SHUTTING_DOWN": http_only(
+        Unreachable("only a server draining after SIGTERM answers it: tests/server/test_lifecycle.py drives one"),
+        Unreachable("the same 503 in front of /mcp while the server drains: tests/server/test_lifecycle.py")),
     # ---------------------------------------------------------------- the surfaces' own
     "BODY_NOT_JSON": http_only(Http("POST", "/api/v1/explore", json.dumps(QUESTION), NOT_JSON),
                                Http("POST", "/mcp", TOOLS_LIST, NOT_JSON)),

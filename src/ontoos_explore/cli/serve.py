@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 
-from .common import EXIT_OK, EXIT_REJECTED, UsageError, _envelope_for_usage, _load, _role, _settings, exit_code
+from .common import EXIT_INTERNAL, EXIT_OK, EXIT_REJECTED, UsageError, _envelope_for_usage, _load, _role, _settings, exit_code
 
 
 # The event loop gets the interpreter back from the worker thread (a large compile, offload.py) only
@@ -69,11 +69,18 @@ def _serve_stdio(args, contract, settings, config, registry) -> int:
 
 def _serve_http(args, contract, settings, config, registry) -> int:
     from ..runtime import resolve_dsn
+    from ..server.lifecycle import Drain, ListenError, listen, start_lines
     from ..server.run import http_app
 
     host, _, port = args.http.rpartition(":")
+    host = host.strip("[]")  # [::1]:8765
     if not host or not port.isdigit():
         raise UsageError("--http takes HOST:PORT, e.g. 127.0.0.1:8765")
+    try:
+        sock = listen(host, int(port))  # first: an address in use is said before anything starts
+    except ListenError as e:
+        sys.stderr.write(f"ontoos: {e}\n")
+        return EXIT_INTERNAL
     if not config.principals:
         sys.stderr.write("ontoos: no principals configured (--config): every request will be refused\n")
     from ..server.connections import serve
@@ -82,7 +89,10 @@ def _serve_http(args, contract, settings, config, registry) -> int:
     from ..governance.report import Rule
 
     rule = Rule.from_settings(settings)
-    # uvicorn, with the header timeout and the connection caps it lacks (server/connections.py)
-    serve(http_app(contract, settings, dsn, config, registry, settings.queries, rule, host, int(port)),
-          host, int(port), header_timeout_s=settings.header_timeout_s, per_client=settings.connections_per_client)
-    return EXIT_OK
+    drain = Drain(settings.drain_timeout_s)
+    app = http_app(contract, settings, dsn, config, registry, settings.queries, rule, host, int(port), drain=drain)
+    # uvicorn, with the header timeout and the connection caps it lacks (server/connections.py), and the drain
+    status = serve(app, host, int(port), header_timeout_s=settings.header_timeout_s,
+                   per_client=settings.connections_per_client, drain=drain, sock=sock,
+                   lines=start_lines(host, int(port)))
+    return EXIT_OK if status == 0 else status

@@ -201,5 +201,6 @@ from .refusals import (  # noqa: E402,F401 (built on the classes above)
     transport_refused,
     unknown_session,
     headers_too_slow,
+    shutting_down,
     too_many_connections,
 )

@@ -105,6 +105,8 @@ class Codes:
                       429)
     CANCELLED = _c("EX602", NETWORK, "CANCELLED", "the caller disconnected or cancelled before the answer (audit only)",
                    CLIENT_CLOSED)
+    SHUTTING_DOWN = _c("EX603", NETWORK, "SHUTTING_DOWN", "the server process is stopping: it finishes what it "
+                       "runs and takes nothing new (retry: another process answers)")
 
     # The surfaces' own refusals of a request, before any tool runs: codes shared with the rows above
     # (callers see the same meaning), statuses of their own.

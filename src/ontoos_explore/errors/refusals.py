@@ -116,3 +116,11 @@ def too_many_connections(cap: int) -> ExploreError:
                      hint="retry in 1 s on one of the connections already open (keep-alive), or close the idle ones",
                      reason="CONNECTIONS")
     return _retry_after(e, 1.0)
+
+
+def shutting_down() -> ExploreError:
+    """A request that reaches a server process while it drains (SIGTERM or SIGINT): nothing of it ran."""
+    e = ExploreError(Codes.SHUTTING_DOWN, "this server process is shutting down",
+                     hint="retry in 1 s: another process of the deployment (or this one, restarted) answers",
+                     reason="DRAINING")
+    return _retry_after(e, 1.0)

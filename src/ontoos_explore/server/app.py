@@ -8,8 +8,9 @@
     /readyz           readiness (database, contract, drift), no token  rest.py
     /governance...    the reviewers' dashboard (when given)            governance_routes.py
 
-In front of every route: `BodyLimit` (outermost: for open paths too), then
-`BearerAuth` (middleware.py). Every answer is an envelope with the status of
+In front of every route: `Draining` (outermost: lifecycle.py, the requests in
+flight counted, new ones refused while the process stops), `BodyLimit` (for
+open paths too), then `BearerAuth` (middleware.py). Every answer is an envelope with the status of
 its row; an exception a route did not catch is answered the same way.
 """
 
@@ -25,6 +26,7 @@ from starlette.routing import Route
 from ..errors import ExploreError
 from . import bodies
 from .config import Authenticator
+from .lifecycle import Drain, Draining
 from .limits import AuthFloods
 from .mcp_http import MCPEndpoint
 from .middleware import BearerAuth, BodyLimit
@@ -45,10 +47,13 @@ async def running(work):
 
 
 def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governance=None,
-              security=None, body_timeout_s: float | None = None, mcp_sessions: int = 64) -> Starlette:
-    """The app; `body_timeout_s` defaults to ONTOOS_BODY_TIMEOUT, else 30 s."""
+              security=None, body_timeout_s: float | None = None, mcp_sessions: int = 64,
+              drain: Drain | None = None) -> Starlette:
+    """The app; `body_timeout_s` defaults to ONTOOS_BODY_TIMEOUT, else 30 s; `drain`: the process's shutdown
+    (`lifecycle.py`; its own when not given)."""
     timeout_s = bodies.body_timeout_s(body_timeout_s)
-    rest = Rest(tools, timeout_s)
+    drain = drain if drain is not None else Drain()
+    rest = Rest(tools, timeout_s, drain)
     mcp = MCPEndpoint(tools, security, timeout_s, mcp_sessions)
     floods = auth_floods(tools, authenticator)
     if governance is not None:  # a failed sign-in at /governance/login draws on the same per-address limit
@@ -86,7 +91,8 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
     app.add_middleware(BearerAuth, authenticator=authenticator, on_refusal=on_refusal, floods=floods,
                        open_paths=("/healthz", "/readyz", "/favicon.ico", "/governance/login"),
                        sessions=governance.principal_for_session if governance is not None else None)
-    app.add_middleware(BodyLimit, timeout_s=timeout_s)  # outermost: before auth, for open paths too
+    app.add_middleware(BodyLimit, timeout_s=timeout_s)  # before auth, for open paths too
+    app.add_middleware(Draining, drain=drain, on_refusal=on_refusal)  # outermost: counts what is in flight
     return app
 
 

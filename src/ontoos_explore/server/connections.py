@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import logging
 import resource
-import sys
 from typing import Any
 
 import h11
@@ -245,17 +244,20 @@ def uvicorn_config(app, host: str, port: int, limits: ConnectionLimits, **option
 
 
 def serve(app, host: str, port: int, *, header_timeout_s: float = HEADER_TIMEOUT_S, per_client: int = PER_CLIENT,
-          max_connections: int | None = None, **options: Any) -> None:
-    """Run `app` under uvicorn on host:port with these bounds, until a signal stops it (as `uvicorn.run`)."""
-    import uvicorn
+          max_connections: int | None = None, drain=None, sock=None, lines: list[str] | None = None,
+          **options: Any) -> int:
+    """Run `app` under uvicorn on `sock` (else a socket bound to host:port here: `lifecycle.listen`) with
+    these bounds, until a signal stops it (`lifecycle.GracefulServer`: the drain, then uvicorn's own
+    shutdown); `lines`: said on stderr once it listens. The exit status: 0, or 3 if it never started."""
+    from .lifecycle import Drain, GracefulServer, listen
 
     fds = raise_fd_limit()
     limits = ConnectionLimits(header_timeout_s, per_client, fd_budget(fds) if max_connections is None
                               else max_connections)
-    server = uvicorn.Server(uvicorn_config(app, host, port, limits, **options))
+    sock = sock if sock is not None else listen(host, port)
+    server = GracefulServer(uvicorn_config(app, host, port, limits, **options), drain or Drain(), lines)
     try:
-        server.run()
-    except KeyboardInterrupt:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:  # a third signal while the lifespan exits
         pass
-    if not server.started:
-        sys.exit(3)  # uvicorn's STARTUP_FAILURE, as uvicorn.run exits
+    return 0 if server.started else 3  # uvicorn's STARTUP_FAILURE, as uvicorn.run exits

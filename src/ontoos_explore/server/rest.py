@@ -90,8 +90,9 @@ async def unless_gone(request: Request, work: Awaitable[Answer]) -> Answer | Non
 class Rest:
     """The REST endpoints over one `Tools`."""
 
-    def __init__(self, tools: Tools, body_timeout: float | None = None) -> None:
+    def __init__(self, tools: Tools, body_timeout: float | None = None, drain=None) -> None:
         self.tools = tools
+        self.drain = drain  # lifecycle.Drain: a process that drains is not ready
         self.body_timeout_s = body_timeout_s(body_timeout)
         self._pinged: tuple[float, dict[str, Any]] | None = None  # (when, what /readyz last found)
 
@@ -140,14 +141,16 @@ class Rest:
                              "schema_drift": lake.drift.drifted, "_notice": dict(lake.notice)})
 
     async def readyz(self, request: Request) -> JSONResponse:
-        """Ready: the database answers and the contract is loaded (503 otherwise). Drift is reported, never
+        """Ready: the database answers, the contract is loaded and the process is not draining (503
+        otherwise: `draining` says which). Drift is reported, never
         fatal, as whether there is any: anyone may ask, so nothing of what drifted is shown (`ontoos doctor`
         lists it). The database is asked at most once a second, however often this is."""
         lake = self.tools.lake
         database = await self._database()
         drift = lake.drift
-        ready = database["reachable"]
-        body = {"ok": ready, "ready": ready, "database": database,
+        draining = self.drain is not None and self.drain.draining
+        ready = database["reachable"] and not draining
+        body = {"ok": ready, "ready": ready, "draining": draining, "database": database,
                 "contract": {"loaded": True, "hash": self.tools.contract.hash},
                 "drift": {"checked_at": drift.checked_at.isoformat() if drift.checked_at else None,
                           "drifted": drift.drifted, **({"error": drift.error} if drift.error else {})},

@@ -67,7 +67,8 @@ async def close_audit(audit) -> None:
 
 
 def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerConfig, registry: Registry | LiveRegistry,
-             registry_file: Path | None = None, rule=None, host: str = "127.0.0.1", port: int = 8765):
+             registry_file: Path | None = None, rule=None, host: str = "127.0.0.1", port: int = 8765, drain=None):
+    """The app of `ontoos serve --http`; `drain`: the process's `lifecycle.Drain` (its server's signals)."""
     from ..governance.report import Rule
     from .governance_routes import Governance
 
@@ -102,7 +103,7 @@ def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerCon
     from .mcp_http import loopback_security
 
     return build_app(tools, authenticator, lifespan, governance, loopback_security(host, port),
-                     mcp_sessions=config.mcp_sessions)
+                     mcp_sessions=config.mcp_sessions, drain=drain)
 
 
 async def run_stdio(contract: Contract, settings: Settings, dsn: str, principal: Principal,
