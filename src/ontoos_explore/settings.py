@@ -227,6 +227,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("drain_timeout_s", "ONTOOS_DRAIN_TIMEOUT", 30.0, number(0),
             "on SIGTERM or SIGINT, seconds a server waits for the requests in flight (new ones get 503 and "
             "Retry-After meanwhile) before it stops"),
+    Setting("mcp_stateless", "ONTOOS_MCP_STATELESS", False, FLAG,
+            "MCP over HTTP keeps no sessions, so any process of a deployment answers any request (handshake-era "
+            "clients too; no tools/list_changed stream then); on with serve --workers N > 1"),
     Setting("queries", "ONTOOS_QUERIES", Path("queries.yaml"), NEW_FILE,
             "the named-query registry, for the CLI and the servers alike; a missing file: no named queries (on the "
             "demo contract: the shipped demo registry, until it is written)",
@@ -281,6 +284,7 @@ class Settings:
     header_timeout_s: float = _D["header_timeout_s"]
     connections_per_client: int = _D["connections_per_client"]
     drain_timeout_s: float = _D["drain_timeout_s"]
+    mcp_stateless: bool = _D["mcp_stateless"]
     queries: Path | None = _D["queries"]
     drift_interval_s: float = _D["drift_interval_s"]
     secret: str | None = _D["secret"]

@@ -122,8 +122,8 @@ def prepare_database(pg_dsn: str, contract_path: Path) -> None:
 
 
 def start_hostile_server(name: str, pg_dsn: str, workdir: Path, config_extra: dict | None = None,
-                         **env_extra: str) -> Server:
-    """`ontoos serve --http` on a free loopback port with the hostile contract and config, and
+                         args: tuple[str, ...] = (), **env_extra: str) -> Server:
+    """`ontoos serve --http` (and `args`) on a free loopback port with the hostile contract and config, and
     its audit in a new database (unless `env_extra` sets ONTOOS_AUDIT_DSN)."""
     workdir.mkdir(parents=True, exist_ok=True)
     contract = hostile_contract(workdir / "contract.yaml")
@@ -138,7 +138,7 @@ def start_hostile_server(name: str, pg_dsn: str, workdir: Path, config_extra: di
     stderr_path = workdir / "stderr.log"
     with open(workdir / "stdout.log", "wb") as out, open(stderr_path, "wb") as err:
         proc = subprocess.Popen(
-            [serving.ontoos_executable(), "serve", "--http", f"127.0.0.1:{port}", "--config", str(config)],
+            [serving.ontoos_executable(), "serve", "--http", f"127.0.0.1:{port}", "--config", str(config), *args],
             cwd=workdir, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
     forbidden = [str(workdir), str(ROOT), "site-packages", pg_dsn, audit_dsn, database_of(audit_dsn), SLOW_SCHEMA,
                  "pg_sleep", PREFIX]

@@ -126,6 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     how.add_argument("--http", metavar="HOST:PORT", help="MCP at /mcp and the API at /api/v1, with bearer tokens")
     _contract_arg(v)
     _dsn_arg(v)
+    v.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="http: N server processes on the one port, supervised (default 1); MCP is then stateless")
     v.add_argument("--config", metavar="FILE", help="server configuration: principals and token hashes (default: $ONTOOS_CONFIG)")
     v.add_argument("--role", help="stdio: the contract role to serve as")
     v.add_argument("--principal", help="stdio: a principal of --config to serve as")

@@ -10,6 +10,7 @@ restart, and MCP sessions hear of it (tools/list_changed).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 
@@ -39,6 +40,8 @@ def cmd_serve(args) -> int:
     for ident, problem in registry.problems:
         sys.stderr.write(f"ontoos: named query {ident} skipped: {problem}\n")
     if args.stdio:
+        if args.workers != 1:
+            raise UsageError("--workers is for --http: serve --stdio serves the one caller that started it")
         try:
             return _serve_stdio(args, contract, settings, config, registry)
         except (ExploreError, UsageError) as e:  # stdout is the protocol channel: diagnostics go to stderr
@@ -72,6 +75,8 @@ def _serve_http(args, contract, settings, config, registry) -> int:
     from ..server.lifecycle import Drain, ListenError, listen, start_lines
     from ..server.run import http_app
 
+    if args.workers < 1:
+        raise UsageError("--workers takes a number of processes, 1 or more")
     host, _, port = args.http.rpartition(":")
     host = host.strip("[]")  # [::1]:8765
     if not host or not port.isdigit():
@@ -89,10 +94,23 @@ def _serve_http(args, contract, settings, config, registry) -> int:
     from ..governance.report import Rule
 
     rule = Rule.from_settings(settings)
-    drain = Drain(settings.drain_timeout_s)
-    app = http_app(contract, settings, dsn, config, registry, settings.queries, rule, host, int(port), drain=drain)
-    # uvicorn, with the header timeout and the connection caps it lacks (server/connections.py), and the drain
-    status = serve(app, host, int(port), header_timeout_s=settings.header_timeout_s,
-                   per_client=settings.connections_per_client, drain=drain, sock=sock,
-                   lines=start_lines(host, int(port)))
+    workers = args.workers
+    if workers > 1 and not settings.mcp_stateless:  # a session one process opened, another could not serve
+        settings = dataclasses.replace(settings, mcp_stateless=True)
+
+    def one_server(index: int, lines: list[str] | None) -> int:
+        drain = Drain(settings.drain_timeout_s)
+        app = http_app(contract, settings, dsn, config, registry, settings.queries, rule, host, int(port),
+                       drain=drain, quiet=index > 0)
+        # uvicorn, with the header timeout and the connection caps it lacks (server/connections.py), and the drain
+        return serve(app, host, int(port), header_timeout_s=settings.header_timeout_s,
+                     per_client=settings.connections_per_client, drain=drain, sock=sock, lines=lines)
+
+    lines = start_lines(host, int(port))
+    if workers == 1:
+        status = one_server(0, lines)
+    else:
+        from ..server.workers import supervise
+
+        status = supervise(workers, lambda index: one_server(index, None), lines)
     return EXIT_OK if status == 0 else status

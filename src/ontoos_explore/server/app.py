@@ -48,13 +48,13 @@ async def running(work):
 
 def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governance=None,
               security=None, body_timeout_s: float | None = None, mcp_sessions: int = 64,
-              drain: Drain | None = None) -> Starlette:
+              drain: Drain | None = None, mcp_stateless: bool = False) -> Starlette:
     """The app; `body_timeout_s` defaults to ONTOOS_BODY_TIMEOUT, else 30 s; `drain`: the process's shutdown
     (`lifecycle.py`; its own when not given)."""
     timeout_s = bodies.body_timeout_s(body_timeout_s)
     drain = drain if drain is not None else Drain()
     rest = Rest(tools, timeout_s, drain)
-    mcp = MCPEndpoint(tools, security, timeout_s, mcp_sessions)
+    mcp = MCPEndpoint(tools, security, timeout_s, mcp_sessions, stateless=mcp_stateless)
     floods = auth_floods(tools, authenticator)
     if governance is not None:  # a failed sign-in at /governance/login draws on the same per-address limit
         governance.floods = floods

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import socket
 import sys
 import time
@@ -83,8 +84,8 @@ class Drain:
     def begin(self) -> None:
         if self.since is None:
             self.since = time.monotonic()
-            sys.stderr.write(f"ontoos: draining: {self.in_flight} requests in flight, new ones answered 503 "
-                             f"(at most {self.timeout_s:g} s)\n")
+            sys.stderr.write(f"ontoos: draining (pid {os.getpid()}): {self.in_flight} requests in flight, new "
+                             f"ones answered 503 (at most {self.timeout_s:g} s)\n")
 
     def left_s(self) -> float:
         return 0.0 if self.since is None else max(0.0, self.timeout_s - (time.monotonic() - self.since))

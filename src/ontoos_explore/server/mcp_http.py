@@ -154,11 +154,13 @@ class MCPEndpoint:
     """/mcp as an ASGI app (a Route endpoint: /mcp exactly, no redirect). `sessions.run()` must be
     entered by the app's lifespan."""
 
-    def __init__(self, tools: Tools, security=None, body_timeout_s: float = 30.0, mcp_sessions: int = 64) -> None:
+    def __init__(self, tools: Tools, security=None, body_timeout_s: float = 30.0, mcp_sessions: int = 64,
+                 stateless: bool = False) -> None:
         self.tools = tools
         self.body_timeout_s = body_timeout_s
         self.server = build_server(tools, http_principal)
-        self.sessions = StreamableHTTPSessionManager(app=self.server, security_settings=security)
+        # stateless: no session ids, so any process of a deployment answers any request of a handshake-era client
+        self.sessions = StreamableHTTPSessionManager(app=self.server, security_settings=security, stateless=stateless)
         # the SDK keeps its sessions in a private table: without it, whose a session is cannot be held
         # to (nor sessions counted), so a server on another SDK does not start
         instances = getattr(self.sessions, "_server_instances", None)

@@ -23,6 +23,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -44,6 +46,17 @@ log = logging.getLogger("ontoos_explore.http")
 PING_EVERY_S = 1.0  # /readyz asks the database at most this often
 UNREAD_BODY = (408, 413, CLIENT_CLOSED)  # answered before the body was read: the connection cannot be reused
 ROUTES = "POST/GET /api/v1/explore, GET /api/v1/catalog, POST /api/v1/requests, /mcp, /governance, /healthz, /readyz"
+
+
+_TAG: tuple[int, str] | None = None  # (pid, tag): drawn again in a process forked after it was drawn
+
+
+def process_tag() -> str:
+    """A random tag of this process: which process of a deployment answered /healthz (it names nothing)."""
+    global _TAG
+    if _TAG is None or _TAG[0] != os.getpid():
+        _TAG = (os.getpid(), secrets.token_hex(4))
+    return _TAG[1]
 
 
 def answer_response(answer: Answer, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -137,7 +150,7 @@ class Rest:
     async def healthz(self, request: Request) -> JSONResponse:
         """Alive: the process answers (nothing else is asked)."""
         lake = self.tools.lake
-        return JSONResponse({"ok": True, "alive": True, "contract_hash": self.tools.contract.hash,
+        return JSONResponse({"ok": True, "alive": True, "process": process_tag(), "contract_hash": self.tools.contract.hash,
                              "schema_drift": lake.drift.drifted, "_notice": dict(lake.notice)})
 
     async def readyz(self, request: Request) -> JSONResponse:

@@ -67,12 +67,14 @@ async def close_audit(audit) -> None:
 
 
 def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerConfig, registry: Registry | LiveRegistry,
-             registry_file: Path | None = None, rule=None, host: str = "127.0.0.1", port: int = 8765, drain=None):
-    """The app of `ontoos serve --http`; `drain`: the process's `lifecycle.Drain` (its server's signals)."""
+             registry_file: Path | None = None, rule=None, host: str = "127.0.0.1", port: int = 8765, drain=None,
+             quiet: bool = False):
+    """The app of `ontoos serve --http`; `drain`: the process's `lifecycle.Drain` (its server's signals);
+    `quiet`: say nothing at start (a worker other than the first)."""
     from ..governance.report import Rule
     from .governance_routes import Governance
 
-    tools = Tools(contract, None, registry, audit_writer(settings, dsn), cursors=cursors_for(settings))
+    tools = Tools(contract, None, registry, audit_writer(settings, dsn), cursors=cursors_for(settings, warn=not quiet))
     lake = LakeState(contract, settings.min_cli_version)
     authenticator = Authenticator(config, contract)
     from .sessions import Sessions
@@ -90,7 +92,7 @@ def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerCon
         if tools.audit is not None:
             await tools.audit.start()
         try:
-            async with watching(lake, pool, dsn, settings):
+            async with watching(lake, pool, dsn, settings, say=not quiet):
                 gc.collect()
                 gc.freeze()  # the contract, grammar and dialect tables stay: full collections need not walk them
                 try:
@@ -103,7 +105,7 @@ def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerCon
     from .mcp_http import loopback_security
 
     return build_app(tools, authenticator, lifespan, governance, loopback_security(host, port),
-                     mcp_sessions=config.mcp_sessions, drain=drain)
+                     mcp_sessions=config.mcp_sessions, drain=drain, mcp_stateless=settings.mcp_stateless)
 
 
 async def run_stdio(contract: Contract, settings: Settings, dsn: str, principal: Principal,
@@ -135,12 +137,13 @@ async def run_stdio(contract: Contract, settings: Settings, dsn: str, principal:
 
 
 @contextlib.asynccontextmanager
-async def watching(lake: LakeState, pool, dsn: str, settings: Settings):
+async def watching(lake: LakeState, pool, dsn: str, settings: Settings, say: bool = True):
     """The contract compared with the database before the first request (never fatal: what drifted is
-    degraded), the start line on stderr (the contract hash and the drift summary), `_notice` on every
-    envelope, and the comparison made again on the interval and on NOTIFY while the server runs."""
+    degraded), the start line on stderr (`say`: the contract hash and the drift summary), `_notice` on
+    every envelope, and the comparison made again on the interval and on NOTIFY while the server runs."""
     lake.update(await drift.check(pool, lake.contract, settings, timeout_s=START_CHECK_S))
-    sys.stderr.write(f"ontoos: contract {lake.contract.hash}; {lake.drift.summary()}\n")
+    if say:
+        sys.stderr.write(f"ontoos: contract {lake.contract.hash}; {lake.drift.summary()}\n")
     remove = install_notice(lambda: lake.notice)
     task = asyncio.create_task(Watcher(lake, pool, dsn, settings).run())
     try:
@@ -201,9 +204,9 @@ def log_to_stderr(level: str = "WARNING") -> None:
     logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
 
-def cursors_for(settings: Settings) -> Cursors:
+def cursors_for(settings: Settings, warn: bool = True) -> Cursors:
     """The cursors of this server: signed with ONTOOS_SECRET, else (with a warning) a random secret."""
-    if settings.secret is None:
+    if settings.secret is None and warn:
         sys.stderr.write("ontoos: ONTOOS_SECRET is not set: cursors are signed with a random secret of this "
                          "process (they end with it, and other processes of the deployment refuse them)\n")
     return Cursors(settings.secret, settings.cursor_ttl_s)
