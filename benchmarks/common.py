@@ -145,6 +145,33 @@ def versions() -> dict[str, str | None]:
     return out
 
 
+def stamped(**fields) -> dict:
+    """A result's head: when, on what machine, with which versions, at which commit (and `fields`)."""
+    import datetime as dt
+    import subprocess
+
+    commit = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], capture_output=True, text=True).stdout.strip()
+    return {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "machine": machine(),
+            "versions": versions(), **fields, "commit": commit}
+
+
+def heading(title: str, result: dict, detail: str) -> list[str]:
+    """A results page's first lines: its title, and when, where and at which commit (then `detail`)."""
+    m = result["machine"]
+    return [f"# {title}", "",
+            f"{result['date']}, {m.get('cpu_count')} CPUs, Python {m.get('python')}, load average "
+            f"{m.get('loadavg_start')} at start, {detail}, commit {result.get('commit', '')}.", ""]
+
+
+def write_results(name: str, result: dict, markdown: str) -> None:
+    """results/NAME.json and results/NAME.md."""
+    import json
+
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (RESULTS / f"{name}.md").write_text(markdown)
+
+
 def rss_kb(pid: int) -> int | None:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():

@@ -20,9 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import datetime as dt
 import gc
-import json
 import statistics
 import sys
 import time
@@ -38,7 +36,7 @@ from ontoos_explore.engine.settings import Settings  # noqa: E402
 from ontoos_explore.pipeline import compile_exploration  # noqa: E402
 from ontoos_explore.service import Explorer  # noqa: E402
 
-from .common import CONTRACT_PATH, RESULTS, log, machine, versions  # noqa: E402
+from .common import CONTRACT_PATH, heading, log, stamped, write_results  # noqa: E402
 from .db import ensure_database  # noqa: E402
 
 CASES = (
@@ -100,13 +98,9 @@ async def bench(scale: float, reps: int) -> dict:
 
 
 def markdown(result: dict) -> str:
-    m = result["machine"]
     lines = [
-        "# What an answer's evidence costs",
-        "",
-        f"{result['date']}, {m.get('cpu_count')} CPUs, Python {m.get('python')}, load average {m.get('loadavg_start')} at "
-        f"start, demo scale {result['scale']}, {result['reps']} pairs per case, commit {result.get('commit', '')}.",
-        "",
+        *heading("What an answer's evidence costs", result,
+                 f"demo scale {result['scale']}, {result['reps']} pairs per case"),
         "The same compiled answer through `Explorer.run_compiled`, with the plan's evidence and without it, "
         "alternating A B B A; added = the median of the paired differences. p50 in ms.",
         "",
@@ -125,15 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scale", type=float, default=1.0)
     p.add_argument("--reps", type=int, default=3000)
     args = p.parse_args(argv)
-    from subprocess import run
-
-    commit = run(["git", "rev-parse", "--short=10", "HEAD"], capture_output=True, text=True).stdout.strip()
-    result = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "machine": machine(),
-              "versions": versions(), "scale": args.scale, "reps": args.reps, "commit": commit}
+    result = stamped(scale=args.scale, reps=args.reps)
     result["cases"] = asyncio.run(bench(args.scale, args.reps))
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "evidence.json").write_text(json.dumps(result, indent=2) + "\n")
-    (RESULTS / "evidence.md").write_text(markdown(result))
+    write_results("evidence", result, markdown(result))
     return 0
 
 

@@ -230,6 +230,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("mcp_stateless", "ONTOOS_MCP_STATELESS", False, FLAG,
             "MCP over HTTP keeps no sessions, so any process of a deployment answers any request (handshake-era "
             "clients too; no tools/list_changed stream then); on with serve --workers N > 1"),
+    Setting("shared_limits", "ONTOOS_SHARED_LIMITS", False, FLAG,
+            "principals' rate limits and in-flight caps hold across every process of a deployment together, kept "
+            "in the audit database (ONTOOS_AUDIT_DSN: the primary); on with serve --workers N > 1"),
     Setting("queries", "ONTOOS_QUERIES", Path("queries.yaml"), NEW_FILE,
             "the named-query registry, for the CLI and the servers alike; a missing file: no named queries (on the "
             "demo contract: the shipped demo registry, until it is written)",
@@ -285,6 +288,7 @@ class Settings:
     connections_per_client: int = _D["connections_per_client"]
     drain_timeout_s: float = _D["drain_timeout_s"]
     mcp_stateless: bool = _D["mcp_stateless"]
+    shared_limits: bool = _D["shared_limits"]
     queries: Path | None = _D["queries"]
     drift_interval_s: float = _D["drift_interval_s"]
     secret: str | None = _D["secret"]

@@ -95,8 +95,8 @@ def _serve_http(args, contract, settings, config, registry) -> int:
 
     rule = Rule.from_settings(settings)
     workers = args.workers
-    if workers > 1 and not settings.mcp_stateless:  # a session one process opened, another could not serve
-        settings = dataclasses.replace(settings, mcp_stateless=True)
+    if workers > 1:  # a session one process opened another could not serve; limits are the deployment's
+        settings = dataclasses.replace(settings, mcp_stateless=True, shared_limits=True)
 
     def one_server(index: int, lines: list[str] | None) -> int:
         drain = Drain(settings.drain_timeout_s)

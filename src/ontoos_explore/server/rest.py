@@ -112,15 +112,16 @@ class Rest:
     async def call(self, request: Request, tool: str, read: Callable[[], Awaitable[dict[str, Any]]]) -> JSONResponse:
         """One REST call: the rate limit, then `read` the arguments, then the tool, unless the client leaves."""
         principal = request.scope[PRINCIPAL_KEY]
-        refused = self.tools.admit(principal)
+        ticket, refused = await self.tools.admit(principal, tool != "ontoos_catalog")  # a catalog call rarely queries
         if refused is not None:
             self.tools.record(refused, principal, "rest", None)
             return answer_response(refused)
         try:
             arguments = await read()
         except ExploreError as e:
+            self.tools.admission.done(ticket)  # the slot it took goes back unused
             return answer_response(self.tools.refuse(e, principal, "rest", str(request.url.query)[:2000] or None))
-        answer = await unless_gone(request, self.tools.call(tool, arguments, principal, "rest", admitted=True))
+        answer = await unless_gone(request, self.tools.call(tool, arguments, principal, "rest", admitted=ticket))
         return answer_response(answer if answer is not None else Answer.refusal(cancelled("rest")))
 
     async def explore(self, request: Request) -> JSONResponse:

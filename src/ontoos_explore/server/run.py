@@ -89,6 +89,10 @@ def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerCon
     async def lifespan(app):
         pool = await open_pool(dsn, settings)
         tools.explorer = Explorer(contract, Executor(pool, settings), lake=lake)
+        if settings.shared_limits:  # the deployment's limits, kept where its audit is (the primary)
+            from .shared_limits import SharedLimits
+
+            tools.admission.shared = SharedLimits(settings.audit_dsn or dsn)
         if tools.audit is not None:
             await tools.audit.start()
         try:
@@ -100,6 +104,8 @@ def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerCon
                 finally:
                     await close_audit(tools.audit)
         finally:
+            if tools.admission.shared is not None:
+                await tools.admission.shared.close()
             await pool.close()
 
     from .mcp_http import loopback_security

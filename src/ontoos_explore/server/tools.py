@@ -5,8 +5,9 @@
 
 `Tools.call(name, arguments, principal, surface)` is the only way a tool runs:
 the caller's rate limit is taken first (RATE_LIMITED, with
-`meta.retry_after_s`; REST takes it itself before reading a body, and says so
-with `admitted=True`), the arguments are checked as a whole (`check_json`:
+`meta.retry_after_s`; REST takes it itself before reading a body, and passes
+its ticket as `admitted`; a call that queries takes one of the principal's
+slots in flight with it: `admission.py`), the arguments are checked as a whole (`check_json`:
 depth, size, NUL bytes and unpaired surrogates) before any of them is read or
 echoed, then validated by the tool's input model (the same pydantic model
 tools/list publishes as its input schema), then the tool runs. Every outcome is
@@ -32,8 +33,7 @@ from ..catalog import describe_dataset, list_datasets, status
 from ..contract import Contract
 from ..drift.state import LakeState
 from ..envelope import Answer, new_id
-from ..errors import (Codes, ExploreError, InputError, UpstreamError, cancelled, no_token, rate_limited,
-                      too_many_in_flight)
+from ..errors import Codes, ExploreError, InputError, UpstreamError, cancelled, no_token, rate_limited
 from ..grammar.forms import from_json
 from ..grammar.limits import CheckedJSON, check_json
 from .. import pages
@@ -48,11 +48,19 @@ from ..require import read as read_require
 from ..service import Explorer
 from ..sample import with_sample
 from ..stats import freshness
+from .admission import Admission, Ticket
 from .config import Principal, RateLimiter
 from .tool_models import (  # noqa: F401 - the tools as data, re-exported for the surfaces
     EXPLORE_ARGUMENTS, INSTRUCTIONS, READ_ONLY, TOOLS, CatalogInput, Envelope, ExplainInput, ExploreInput,
     FilterObject, Meta,
     QueriesInput, RequestInput, RequireInput, RunQueryInput, StatsInput, input_schema, output_schema, validate)
+
+
+def _queries(name: str, arguments: Any) -> bool:
+    """Whether a call reads the database (and so takes one of its principal's slots in flight)."""
+    if name.startswith(QUERY_PREFIX) or name in QUERYING:
+        return True
+    return name == "ontoos_catalog" and isinstance(arguments, dict) and arguments.get("sample") is not None
 
 
 def _source(name: str, arguments: Any) -> Any:
@@ -96,32 +104,41 @@ class Tools:
         self._lake = LakeState(contract)  # until an explorer (with the service's lake) is given
         self.registry = registry
         self.audit = audit  # an AuditWriter, or None (no audit store configured)
-        self.limiter = limiter if limiter is not None else RateLimiter()  # (an empty one is falsy)
+        self.admission = Admission(limiter)  # rate limits and calls in flight (shared: set by the server)
         self.cursors = cursors if cursors is not None else Cursors(None)  # signs meta.next_cursor
         self.handlers: dict[str, Handler] = {
             "ontoos_catalog": self._catalog, "ontoos_explore": self._explore,
             "ontoos_queries": self._queries, "ontoos_run_query": self._run_query, "ontoos_explain": self._explain,
             "ontoos_request_query": self._request, "ontoos_stats": self._stats}
-        self.in_flight: dict[str, int] = {}  # principal name -> queries running now (one event loop: no lock)
+
+    @property
+    def in_flight(self) -> dict[str, int]:
+        """Principal name -> its queries running in this process now."""
+        return self.admission.in_flight
 
     # ------------------------------------------------------------ the entry point
 
     async def call(self, name: str, arguments: Any, principal: Principal | None, surface: str = "mcp", *,
-                   admitted: bool = False) -> Answer:
-        """One tool call on any surface: admitted (rate limit), validated, run, recorded once.
-        `admitted`: the surface has taken this call from the rate limit already (REST, before a body)."""
+                   admitted: Ticket | None = None) -> Answer:
+        """One tool call on any surface: admitted (rate limit, and a slot in flight for one that queries),
+        validated, run, recorded once. `admitted`: the ticket of a surface that took this call from the rate
+        limit already (REST, before a body)."""
         source = _source(name, arguments)
-        answer = None if admitted else self.admit(principal)
-        if answer is None:
-            _SURFACE.set(surface)  # this call's task (and what it awaits): the tools that record where it came
-            try:
-                answer = await self._run(name, arguments, principal)
-            except asyncio.CancelledError:  # recorded with what it asked: the pipeline's parse went with it
-                answer = Answer.refusal(cancelled(surface), exploration=_asked(name, arguments),
-                                        exploration_id=new_id(), contract_hash=self.contract.hash,
-                                        notice=self._notice(principal))
-                self.record(answer, principal, surface, source)
-                raise
+        ticket, answer = (admitted, None) if admitted is not None else await self.admit(
+            principal, _queries(name, arguments))
+        try:
+            if answer is None:
+                _SURFACE.set(surface)  # this call's task (and what it awaits): the tools that record where it came
+                try:
+                    answer = await self._run(name, arguments, principal, ticket)
+                except asyncio.CancelledError:  # recorded with what it asked: the pipeline's parse went with it
+                    answer = Answer.refusal(cancelled(surface), exploration=_asked(name, arguments),
+                                            exploration_id=new_id(), contract_hash=self.contract.hash,
+                                            notice=self._notice(principal))
+                    self.record(answer, principal, surface, source)
+                    raise
+        finally:
+            self.admission.done(ticket)
         if self.audit is not None and source_size(source) > INLINE_SOURCE:
             await self._record_off_loop(answer, principal, surface, source)
         else:
@@ -136,14 +153,16 @@ class Tools:
         built.add_done_callback(lambda t: self._queue(t.result()) if not t.cancelled() and not t.exception() else None)
         await asyncio.shield(built)
 
-    def admit(self, principal: Principal | None) -> Answer | None:
-        """Take one call from the principal's rate limit: None to go ahead, or the refusal."""
-        if principal is None or principal.rate is None:
-            return None
-        wait_s = self.limiter.take(principal)
-        if wait_s <= 0:
-            return None
-        return self._refusal(rate_limited(principal.name, principal.rate.describe(), wait_s), principal)
+    async def admit(self, principal: Principal | None, querying: bool = False) -> tuple[Ticket | None, Answer | None]:
+        """Take one call from the principal's rate limit (and, `querying`, a slot in flight): its ticket,
+        and None to go ahead or the refusal."""
+        if principal is None:
+            return None, None
+        ticket = await self.admission.admit(principal, querying)
+        if ticket.wait_s <= 0:
+            return ticket, None
+        self.admission.done(ticket)
+        return ticket, self._refusal(rate_limited(principal.name, principal.rate.describe(), ticket.wait_s), principal)
 
     def refuse(self, e: ExploreError, principal: Principal | None, surface: str, source: Any = None) -> Answer:
         """A surface's own refusal of a request before any tool runs (its body, its session): answered
@@ -192,7 +211,7 @@ class Tools:
                                "meta": {"exploration_id": new_id(), "contract_hash": self.contract.hash}},
                               notice=self._notice(principal))
 
-    async def _run(self, name: str, arguments: Any, principal: Principal | None) -> Answer:
+    async def _run(self, name: str, arguments: Any, principal: Principal | None, ticket: Ticket | None) -> Answer:
         """Run one tool for `principal`; every outcome is an envelope."""
         if principal is None:
             return self._refusal(no_token("no valid bearer token"))
@@ -211,21 +230,13 @@ class Tools:
                 args, handler = validate(name, TOOLS[name][2], arguments), self.handlers[name]
             else:  # a named query's own tool: its arguments are the query's parameters
                 args, handler = name[len(QUERY_PREFIX):], self._query_tool
-            sampling = name == "ontoos_catalog" and arguments.get("sample") is not None  # it reads rows
-            if name in TOOLS and name not in QUERYING and not sampling:
+            if not _queries(name, arguments):
                 return await handler(args, arguments, principal)
-            running = self.in_flight.get(principal.name, 0)
-            if running >= principal.max_in_flight:  # at once: no wait for a connection the pool may not have
-                raise too_many_in_flight(principal.name, principal.max_in_flight)
-            self.in_flight[principal.name] = running + 1
-            try:
+            if ticket is None or not ticket.querying:  # admitted before it was known to query (REST's catalog)
+                self.admission.done(ticket)
+                ticket = await self.admission.admit(principal, True, rate=False)
+            async with self.admission.running(ticket):  # its most at once, here or across the deployment
                 return await handler(args, arguments, principal)
-            finally:
-                left = self.in_flight[principal.name] - 1
-                if left:
-                    self.in_flight[principal.name] = left
-                else:
-                    del self.in_flight[principal.name]
         except ExploreError as e:
             return self._refusal(e, principal)
 
