@@ -233,6 +233,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("shared_limits", "ONTOOS_SHARED_LIMITS", False, FLAG,
             "principals' rate limits and in-flight caps hold across every process of a deployment together, kept "
             "in the audit database (ONTOOS_AUDIT_DSN: the primary); on with serve --workers N > 1"),
+    Setting("log_format", "ONTOOS_LOG_FORMAT", "text", _name(r"text|json", "text or json"),
+            "servers' stderr: text, or JSON lines (with one line per request and its exploration id)"),
     Setting("queries", "ONTOOS_QUERIES", Path("queries.yaml"), NEW_FILE,
             "the named-query registry, for the CLI and the servers alike; a missing file: no named queries (on the "
             "demo contract: the shipped demo registry, until it is written)",
@@ -289,6 +291,7 @@ class Settings:
     drain_timeout_s: float = _D["drain_timeout_s"]
     mcp_stateless: bool = _D["mcp_stateless"]
     shared_limits: bool = _D["shared_limits"]
+    log_format: str = _D["log_format"]
     queries: Path | None = _D["queries"]
     drift_interval_s: float = _D["drift_interval_s"]
     secret: str | None = _D["secret"]

@@ -18,7 +18,8 @@ CANCELLED is never received (the caller is gone): there the audit's event is wha
 The server runs the demo contract plus what the table needs (tests/server/test_hostile_support.py
 makes the base): `sleepy` (0.2 s a row) readable by the analyst, whose time budget here is 1.5 s;
 `broken`, a view PostgreSQL fails to read (a scalar subquery of many rows: SQLSTATE 21000);
-`gone`, a dataset whose table the database does not have (drift: DEGRADED);
+`gone`, a dataset whose table the database does not have (drift: DEGRADED); /metrics for a
+principal marked `metrics` only (loopback not trusted: METRICS_DENIED);
 workloads.env_dump readable in the contract but not granted to the database roles (the third wall:
 DATABASE_DENIED); the analyst's limits refused rather than clamped and with no cost ceiling of its
 own, so the contract's heavy_max_cost of 1 refuses any heavy read on cost; one connection in the
@@ -522,6 +523,10 @@ TABLE: dict[str, dict[str, Any]] = {
                      "mcp": Unreachable("the dashboard's JSON API is not MCP"),
                      "stdio": Unreachable("the dashboard is served over HTTP only"),
                      "cli": Unreachable("the CLI's governance commands are for whoever runs them")},
+    "METRICS_DENIED": {"rest": Http("GET", "/metrics"),  # alice is not marked metrics; loopback is not trusted here
+                       "mcp": Unreachable("/metrics is not MCP"),
+                       "stdio": Unreachable("/metrics is served over HTTP only"),
+                       "cli": Unreachable("the CLI serves no metrics")},
     "SELF_APPROVAL": {"rest": Flow(self_approval, "rex approves what rex promoted"),
                       "mcp": Unreachable("approving is the dashboard's form, not MCP"),
                       "stdio": Unreachable("the dashboard is served over HTTP only"),
@@ -856,7 +861,7 @@ def server(pg_dsn, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("error-table")
     contract = prepare(pg_dsn, workdir)
     srv = start_hostile_server("error-table", pg_dsn, workdir / "server",
-                               config_extra={"mcp_sessions": 1, "max_in_flight": 1,
+                               config_extra={"mcp_sessions": 1, "max_in_flight": 1, "metrics_loopback": False,
                                              "auth_failures": {"per_minute": 0.01, "burst": 3}},
                                ONTOOS_CONTRACT=str(contract), ONTOOS_ROLE_PREFIX=PREFIX, ONTOOS_POOL_MAX="1",
                                ONTOOS_POOL_TIMEOUT="1", ONTOOS_HEADER_TIMEOUT=str(HEADER_TIMEOUT_S),

@@ -76,6 +76,7 @@ PRINCIPALS: dict[str, tuple[str, str, Any]] = {
     "sam": ("reader", "sam-" + secrets.token_hex(16), {"per_minute": SLOW, "burst": 3}),
 }
 REVIEWERS = ("rex",)
+METRICS = ("rex",)  # may read /metrics from anywhere
 
 
 def token(name: str) -> str:
@@ -102,6 +103,8 @@ def write_config(path: Path, **extra: Any) -> Path:
         entry: dict[str, Any] = {"role": role, "token_sha256": hashlib.sha256(tok.encode()).hexdigest()}
         if name in REVIEWERS:
             entry["reviewer"] = True
+        if name in METRICS:
+            entry["metrics"] = True
         if rate is not None:
             entry["rate_limit"] = rate
         principals[name] = entry

@@ -5,7 +5,8 @@ first, never one too many however the takes interleave; an in-flight slot is hel
 a time, is not taken twice by its own holder, and comes back when its holder's session ends (a dead
 process). With the state database away, `Admission` keeps the process's own limits. Then two real
 `ontoos serve --http` processes with ONTOOS_SHARED_LIMITS=on: a burst of 3 is 3 answers in all, and a
-principal's one query in flight on one process refuses its second on the other.
+principal's one query in flight on one process refuses its second on the other, and an address's
+requests without a valid token are limited in all.
 """
 
 from __future__ import annotations
@@ -113,7 +114,8 @@ async def test_without_its_database_a_process_keeps_its_own_limits():
 @pytest.fixture
 def pair(pg_dsn, tmp_path):
     audit = new_database(pg_dsn, "audit")
-    servers = [start_hostile_server(f"shared-{i}", pg_dsn, tmp_path / f"s{i}", config_extra={"max_in_flight": 1},
+    extra = {"max_in_flight": 1, "auth_failures": {"per_minute": 0.001, "burst": 3}}
+    servers = [start_hostile_server(f"shared-{i}", pg_dsn, tmp_path / f"s{i}", config_extra=extra,
                                     ONTOOS_AUDIT_DSN=audit, ONTOOS_SHARED_LIMITS="on") for i in (0, 1)]
     yield servers
     for srv in servers:
@@ -141,3 +143,9 @@ def test_one_query_in_flight_on_one_process_holds_the_other(pair):
     after = request(pair[1], "POST", "/api/v1/explore", body=json.dumps({"dataset": "sleepy", "fields": ["id"],
                                                                          "limit": 1}), who="pat")
     assert after.status == 200  # given back when the first answered
+
+
+def test_the_limit_of_requests_without_a_token_is_the_deployments(pair):
+    asked = json.dumps({"dataset": "workloads", "fields": ["name"], "limit": 1})
+    statuses = [request(pair[i % 2], "POST", "/api/v1/explore", body=asked, who=None).status for i in range(10)]
+    assert statuses.count(401) == 3 and statuses.count(429) == 7  # bursts of 3 per address, in all

@@ -25,14 +25,16 @@ SWITCH_INTERVAL_S = 0.001
 
 
 def cmd_serve(args) -> int:
+    if args.http and args.workers > 1:  # before the metrics library is imported: it reads this once
+        _metrics_directory()
     from ..errors import ExploreError
     from ..server.config import ServerConfig, load_config
     from ..server.run import live_registry, log_to_stderr
 
-    log_to_stderr()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     contract = _load(args)
     settings = _settings(args)
+    log_to_stderr(fmt=settings.log_format)
     config = load_config(settings.config, contract) if settings.config else ServerConfig()
     registry = live_registry(settings, contract)
     if registry.error is not None:
@@ -103,8 +105,9 @@ def _serve_http(args, contract, settings, config, registry) -> int:
         app = http_app(contract, settings, dsn, config, registry, settings.queries, rule, host, int(port),
                        drain=drain, quiet=index > 0)
         # uvicorn, with the header timeout and the connection caps it lacks (server/connections.py), and the drain
+        as_json = {"log_config": None} if settings.log_format == "json" else {}  # uvicorn's records: ours, as JSON
         return serve(app, host, int(port), header_timeout_s=settings.header_timeout_s,
-                     per_client=settings.connections_per_client, drain=drain, sock=sock, lines=lines)
+                     per_client=settings.connections_per_client, drain=drain, sock=sock, lines=lines, **as_json)
 
     lines = start_lines(host, int(port))
     if workers == 1:
@@ -112,5 +115,24 @@ def _serve_http(args, contract, settings, config, registry) -> int:
     else:
         from ..server.workers import supervise
 
-        status = supervise(workers, lambda index: one_server(index, None), lines)
+        from prometheus_client import multiprocess
+
+        status = supervise(workers, lambda index: one_server(index, None), lines,
+                           on_exit=lambda pid: multiprocess.mark_process_dead(pid))
     return EXIT_OK if status == 0 else status
+
+
+def _metrics_directory() -> None:
+    """Where the workers' metrics are summed (the library's multiprocess mode): a directory of this
+    server's own, removed when it exits, unless PROMETHEUS_MULTIPROC_DIR names one already."""
+    import atexit
+    import os
+    import shutil
+    import tempfile
+
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return
+    path = tempfile.mkdtemp(prefix="ontoos-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+    owner = os.getpid()
+    atexit.register(lambda: os.getpid() == owner and shutil.rmtree(path, ignore_errors=True))

@@ -144,6 +144,7 @@ class CostCache:
     def __init__(self, ttl: float, size: int = 4096) -> None:
         self.ttl, self.size = ttl, size
         self._entries: dict[tuple, tuple[float, float]] = {}  # key -> (expires, cost)
+        self.hits = self.misses = 0  # since start (/metrics)
 
     @staticmethod
     def key(q: CompiledQuery) -> tuple:
@@ -152,7 +153,9 @@ class CostCache:
     def get(self, key: tuple) -> float | None:
         found = self._entries.get(key)
         if found is None or found[0] < time.monotonic():
+            self.misses += 1
             return None
+        self.hits += 1
         return found[1]
 
     def put(self, key: tuple, cost: float) -> None:

@@ -93,6 +93,8 @@ class Codes:
     UNKNOWN_ROLE = _c("EX501", AUTH, "AUTH_SCOPE_DENIED", "the role is not in the contract")
     NO_TOKEN = _c("EX502", AUTH, "AUTH_REQUIRED", "no bearer token, or not a valid one", 401)
     NOT_REVIEWER = _c("EX503", AUTH, "AUTH_SCOPE_DENIED", "the page is for reviewers")
+    METRICS_DENIED = _c("EX503", AUTH, "AUTH_SCOPE_DENIED",
+                        "/metrics is for operators: loopback, or a principal marked metrics")
     SELF_APPROVAL = _c("EX504", AUTH, "SELF_APPROVAL", "a reviewer approves a query they promoted themselves")
     CSRF_REFUSED = _c("EX505", AUTH, "CSRF_REFUSED",
                       "a dashboard form from another origin, or without its session's CSRF token")

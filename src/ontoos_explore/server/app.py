@@ -5,6 +5,7 @@
     /api/v1/catalog   GET, ?dataset= to describe one, ?name= to find   rest.py
     /api/v1/requests  POST, a template request for reviewers           rest.py
     /healthz          liveness, no token                               rest.py
+    /metrics          Prometheus text: loopback, or a metrics principal  rest.py, metrics.py
     /readyz           readiness (database, contract, drift), no token  rest.py
     /governance...    the reviewers' dashboard (when given)            governance_routes.py
 
@@ -27,11 +28,15 @@ from ..errors import ExploreError
 from . import bodies
 from .config import Authenticator
 from .lifecycle import Drain, Draining
+from .metrics import Metrics
 from .limits import AuthFloods
 from .mcp_http import MCPEndpoint
 from .middleware import BearerAuth, BodyLimit
 from .rest import Rest, crash, no_route, refused
 from .tools import Tools
+
+
+SAMPLE_EVERY_S = 1.0
 
 
 @contextlib.asynccontextmanager
@@ -53,7 +58,9 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
     (`lifecycle.py`; its own when not given)."""
     timeout_s = bodies.body_timeout_s(body_timeout_s)
     drain = drain if drain is not None else Drain()
-    rest = Rest(tools, timeout_s, drain)
+    rest = Rest(tools, timeout_s, drain, authenticator)
+    if tools.metrics is None:
+        tools.metrics = Metrics()
     mcp = MCPEndpoint(tools, security, timeout_s, mcp_sessions, stateless=mcp_stateless)
     floods = auth_floods(tools, authenticator)
     if governance is not None:  # a failed sign-in at /governance/login draws on the same per-address limit
@@ -68,6 +75,7 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
                 stack.callback(floods.seal_all)
             await stack.enter_async_context(mcp.sessions.run())
             await stack.enter_async_context(running(mcp.server.changes.watch()))
+            await stack.enter_async_context(running(sampling(tools)))
             yield
 
     app = Starlette(
@@ -76,6 +84,7 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
             Route("/healthz", rest.healthz, methods=["GET"]),
             Route("/readyz", rest.readyz, methods=["GET"]),
             Route("/favicon.ico", rest.favicon, methods=["GET"]),
+            Route("/metrics", rest.metrics, methods=["GET"]),
             Route("/api/v1/explore", rest.explore, methods=["GET", "POST"]),
             Route("/api/v1/catalog", rest.catalog, methods=["GET"]),
             Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
@@ -88,12 +97,21 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
     def on_refusal(e: ExploreError, path: str) -> None:
         tools.refuse(e, None, "mcp" if path.startswith("/mcp") else "rest")
 
+    app.state.floods = floods
     app.add_middleware(BearerAuth, authenticator=authenticator, on_refusal=on_refusal, floods=floods,
-                       open_paths=("/healthz", "/readyz", "/favicon.ico", "/governance/login"),
+                       open_paths=("/healthz", "/readyz", "/favicon.ico", "/metrics", "/governance/login"),
                        sessions=governance.principal_for_session if governance is not None else None)
     app.add_middleware(BodyLimit, timeout_s=timeout_s)  # before auth, for open paths too
     app.add_middleware(Draining, drain=drain, on_refusal=on_refusal)  # outermost: counts what is in flight
     return app
+
+
+async def sampling(tools: Tools, every_s: float = SAMPLE_EVERY_S) -> None:
+    """The metrics read rather than counted, once a second (with several workers, each one's own)."""
+    while True:
+        await asyncio.sleep(every_s)
+        if tools.metrics is not None:
+            tools.metrics.sample(tools)
 
 
 def auth_floods(tools: Tools, authenticator: Authenticator) -> AuthFloods | None:

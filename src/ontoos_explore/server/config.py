@@ -88,6 +88,8 @@ class PrincipalConfig(BaseModel):
     role: str
     token_sha256: str = Field(description="hex SHA-256 of the bearer token")
     reviewer: bool = False
+    metrics: bool = Field(False, description="may read /metrics from anywhere (loopback may, unless metrics_loopback "
+                                             "is false)")
     rate_limit: RateLimitConfig | Literal[False] | None = Field(
         None, description="this principal's limit; false for none; absent for the server's rate_limit")
     max_in_flight: int | None = Field(None, ge=1, description="queries at once; absent: the server's max_in_flight")
@@ -112,6 +114,8 @@ class ServerConfig(BaseModel):
         None, description="requests without a valid token, per client address; absent: 10 per second in bursts "
         "of 100; false: no limit")
     mcp_sessions: int = Field(64, ge=1, description="MCP sessions one principal may hold open at once")
+    metrics_loopback: bool = Field(True, description="/metrics answers loopback without a token (false behind a "
+                                                     "proxy on the same machine, whose clients all look local)")
     max_in_flight: int = Field(DEFAULT_IN_FLIGHT, ge=1,
                                description="explorations and named queries one principal may run at once")
     session_hours: float = Field(8.0, gt=0, le=24 * 31, allow_inf_nan=False,
@@ -151,6 +155,7 @@ class Principal:
     reviewer: bool = False
     rate: RateLimit | None = None  # None: not limited
     max_in_flight: int = DEFAULT_IN_FLIGHT  # queries at once
+    metrics: bool = False  # may read /metrics
 
 
 class RateLimiter:
@@ -206,13 +211,17 @@ def load_config(path: str | Path, contract: Contract) -> ServerConfig:
     return config
 
 
+OWS = " \t"  # optional whitespace around a token (RFC 9110 5.6.3), nothing else
+
+
 class Authenticator:
     def __init__(self, config: ServerConfig, contract: Contract) -> None:
         self.failure_limit = config.auth_failure_limit()  # requests without a valid token, per address
+        self.metrics_loopback = config.metrics_loopback
         self._entries = [
             (bytes.fromhex(pc.token_sha256),
              Principal(name, contract.role(pc.role).name, pc.reviewer, config.rate_of(pc),
-                       pc.max_in_flight or config.max_in_flight))
+                       pc.max_in_flight or config.max_in_flight, pc.metrics))
             for name, pc in sorted(config.principals.items())
         ]
 
@@ -228,6 +237,14 @@ class Authenticator:
             if hmac.compare_digest(stored, digest):
                 found = principal
         return found
+
+    def bearer(self, sent: list[str]) -> Principal | None:
+        """The principal of the one `Authorization: Bearer <token>` header sent (`sent`: every such header),
+        else None: two headers are ambiguous (a proxy may check one, the app the other)."""
+        if len(sent) != 1:
+            return None
+        scheme, _, token = sent[0].partition(" ")
+        return self.authenticate(token.strip(OWS)) if scheme.lower() == "bearer" else None
 
     def by_name(self, name: str) -> Principal | None:
         return next((p for _, p in self._entries if fold(p.name) == fold(name)), None)

@@ -143,14 +143,14 @@ class Actions:
         except ExploreError as e:
             if e.error_code in (Codes.BODY_TOO_SLOW, Codes.BODY_TOO_LARGE, Codes.INPUT_TOO_LARGE):
                 return self._refusal(e, request, back="/governance/login")  # the body itself: the envelope
-            return self._failed_login(request, None, e)
+            return await self._failed_login(request, None, e)
         principal = self.auth.authenticate(token)
         if principal is None:
-            return self._failed_login(request, None, AuthError(
+            return await self._failed_login(request, None, AuthError(
                 Codes.NO_TOKEN, "That token is not valid.", reason="BAD_TOKEN",
                 hint="tokens are issued in the server configuration; the token is the one your bearer header sends"))
         if not principal.reviewer:
-            return self._failed_login(request, principal, AuthError(
+            return await self._failed_login(request, principal, AuthError(
                 Codes.NOT_REVIEWER, "The governance pages are for reviewers.",
                 hint="ask for a reviewer principal in the server configuration"))
         self.sessions.end(request.cookies.get(COOKIE))  # a new sign-in never keeps an id the browser had
@@ -161,9 +161,9 @@ class Actions:
                             secure=self._secure(request), httponly=True, samesite="strict")
         return response
 
-    def _failed_login(self, request: Request, principal: Principal | None, e: ExploreError) -> Response:
+    async def _failed_login(self, request: Request, principal: Principal | None, e: ExploreError) -> Response:
         if principal is None and self.floods is not None:
-            wait = self.floods.admit((request.client.host if request.client else None) or "unknown")
+            wait = await self.floods.take((request.client.host if request.client else None) or "unknown")
             if wait > 0:
                 return self._refusal(flooded(wait), request, back="/governance/login")
         self._record(principal, "sign in", e)

@@ -3,7 +3,8 @@
 - `AuthFloods`: requests without a valid token, per client address. Past the
   server's `auth_failures` limit they are answered 429 (EX412, reason
   AUTH_FLOOD) without an audit event each; each episode becomes one AUTH_FLOOD
-  gap in the audit (how many, from where, first and last).
+  gap in the audit (how many, from where, first and last). With shared limits
+  the address's bucket is the deployment's (each process writes its gaps).
 - `SessionCaps`: MCP sessions per principal (`mcp_sessions`, default 64), so
   one token cannot hold the SDK's 10,000 for everyone; one more initialize is
   answered 429 (EX412, reason MCP_SESSIONS) until one ends. It also knows
@@ -26,6 +27,7 @@ from typing import Any
 from .. import errors
 from ..errors import too_many_sessions  # noqa: F401 (defined there, with every other refusal)
 from .config import RateLimit, RateLimiter
+from .shared_limits import Unavailable
 
 log = logging.getLogger("ontoos_explore.http")
 
@@ -48,11 +50,26 @@ class AuthFloods:
         self.on_gap = on_gap
         self.max_open = max_open
         self._open: dict[str, list] = {}  # address -> [first, last, count]
+        self.shared = None  # a shared_limits.SharedLimits: the deployment's buckets
+
+    async def take(self, address: str) -> float:
+        """`admit`, from the deployment's bucket of the address when the limits are shared (`shared`, set by
+        the server: `shared_limits.py`), else this process's own."""
+        if self.shared is not None:
+            try:
+                return self._counted(address, await self.shared.take(f"address:{address}", self.limit.burst,
+                                                                      self.limit.per_second))
+            except Unavailable:
+                pass
+        return self.admit(address)
 
     def admit(self, address: str) -> float:
         """One request without a valid token: 0.0 to answer (and record) it as usual, else the
         seconds until the address may be answered so again."""
-        wait = self.limiter.take_key(address, self.limit)
+        return self._counted(address, self.limiter.take_key(address, self.limit))
+
+    def _counted(self, address: str, wait: float) -> float:
+        """The episode of an address's refusals (this process's: each process writes its own gaps)."""
         if wait <= 0:
             self._seal(address)
             return 0.0

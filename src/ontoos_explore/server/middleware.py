@@ -34,7 +34,6 @@ from .mcp_server import PRINCIPAL_KEY
 from .rest import answer_response
 from .sessions import COOKIE  # "ontoos_session": set by /governance/login, read on /governance paths only
 
-OWS = " \t"  # optional whitespace around a token (RFC 9110 5.6.3), nothing else
 
 
 class BearerAuth:
@@ -66,9 +65,7 @@ class BearerAuth:
         cookie = cookie_parser(headers.get("cookie", "")).get(COOKIE) if browser and not sent else None
         principal = None
         if len(sent) == 1:  # two: which one counts is ambiguous (a proxy may check one, the app the other)
-            scheme, _, token = sent[0].partition(" ")
-            if scheme.lower() == "bearer":
-                principal = self.auth.authenticate(token.strip(OWS))
+            principal = self.auth.bearer(sent)
         elif cookie is not None:
             principal = self.sessions(cookie) if self.sessions is not None else None
         if principal is not None:
@@ -76,7 +73,7 @@ class BearerAuth:
             return await self.app(scope, receive, send)
         if browser and scope["method"] == "GET":
             return await RedirectResponse("/governance/login", status_code=303)(scope, receive, send)
-        if self.floods is not None and (wait := self.floods.admit((scope.get("client") or ("unknown",))[0])) > 0:
+        if self.floods is not None and (wait := await self.floods.take((scope.get("client") or ("unknown",))[0])) > 0:
             return await answer_response(Answer.refusal(flooded(wait)))(scope, receive, send)
         e = _refusal(sent, cookie)
         if self.on_refusal is not None and scope["path"].startswith(("/mcp", "/api/")):

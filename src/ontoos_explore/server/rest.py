@@ -34,7 +34,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..envelope import Answer
-from ..errors import CLIENT_CLOSED, ExploreError, InternalError, cancelled, not_a_route
+from ..errors import CLIENT_CLOSED, AuthError, Codes, ExploreError, InternalError, cancelled, not_a_route
 from ..offload import INLINE_SOURCE, off_loop
 from .bodies import body_timeout_s, read_json_object
 from .mcp_server import PRINCIPAL_KEY
@@ -43,9 +43,11 @@ from .tools import Tools
 
 log = logging.getLogger("ontoos_explore.http")
 
-PING_EVERY_S = 1.0  # /readyz asks the database at most this often
+PING_EVERY_S = 1.0
+LOOPBACK = ("127.0.0.1", "::1", "localhost")  # /readyz asks the database at most this often
 UNREAD_BODY = (408, 413, CLIENT_CLOSED)  # answered before the body was read: the connection cannot be reused
-ROUTES = "POST/GET /api/v1/explore, GET /api/v1/catalog, POST /api/v1/requests, /mcp, /governance, /healthz, /readyz"
+ROUTES = ("POST/GET /api/v1/explore, GET /api/v1/catalog, POST /api/v1/requests, /mcp, /governance, /healthz, "
+          "/readyz, /metrics")
 
 
 _TAG: tuple[int, str] | None = None  # (pid, tag): drawn again in a process forked after it was drawn
@@ -103,8 +105,9 @@ async def unless_gone(request: Request, work: Awaitable[Answer]) -> Answer | Non
 class Rest:
     """The REST endpoints over one `Tools`."""
 
-    def __init__(self, tools: Tools, body_timeout: float | None = None, drain=None) -> None:
+    def __init__(self, tools: Tools, body_timeout: float | None = None, drain=None, authenticator=None) -> None:
         self.tools = tools
+        self.authenticator = authenticator  # who may read /metrics from elsewhere than loopback
         self.drain = drain  # lifecycle.Drain: a process that drains is not ready
         self.body_timeout_s = body_timeout_s(body_timeout)
         self._pinged: tuple[float, dict[str, Any]] | None = None  # (when, what /readyz last found)
@@ -114,7 +117,7 @@ class Rest:
         principal = request.scope[PRINCIPAL_KEY]
         ticket, refused = await self.tools.admit(principal, tool != "ontoos_catalog")  # a catalog call rarely queries
         if refused is not None:
-            self.tools.record(refused, principal, "rest", None)
+            self.tools.record(refused, principal, "rest", None, tool)
             return answer_response(refused)
         try:
             arguments = await read()
@@ -177,6 +180,23 @@ class Rest:
             found = await self.tools.explorer.executor.ping() if self.tools.explorer else {"reachable": False}
             self._pinged = (time.monotonic(), {k: v for k, v in found.items() if k != "version"})
         return self._pinged[1]
+
+    async def metrics(self, request: Request) -> Response:
+        """The Prometheus text (`metrics.py`), for loopback (unless the configuration says otherwise) or a
+        principal marked `metrics`; anyone else is refused 403 (recorded)."""
+        metrics = self.tools.metrics
+        host = request.client.host if request.client else ""
+        allowed = host in LOOPBACK and getattr(self.authenticator, "metrics_loopback", True)
+        if not allowed and self.authenticator is not None:
+            principal = self.authenticator.bearer(request.headers.getlist("authorization"))
+            allowed = principal is not None and principal.metrics
+        if metrics is None or not allowed:
+            e = AuthError(Codes.METRICS_DENIED, "/metrics is for the operators",
+                          hint="read it from the server's own machine, or with the token of a principal marked "
+                               "metrics: true in the server configuration")
+            return answer_response(self.tools.refuse(e, None, "rest"))
+        metrics.sample(self.tools)
+        return Response(metrics.exposition(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     async def favicon(self, request: Request) -> Response:
         return Response(status_code=204)

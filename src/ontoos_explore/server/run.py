@@ -93,6 +93,8 @@ def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerCon
             from .shared_limits import SharedLimits
 
             tools.admission.shared = SharedLimits(settings.audit_dsn or dsn)
+            if app.state.floods is not None:  # the per-address limit of requests without a valid token too
+                app.state.floods.shared = tools.admission.shared
         if tools.audit is not None:
             await tools.audit.start()
         try:
@@ -205,9 +207,11 @@ def _id_of(errors: list[dict]) -> int | str | None:
     return None
 
 
-def log_to_stderr(level: str = "WARNING") -> None:
-    """stdio carries the protocol on stdout: everything else goes to stderr."""
-    logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+def log_to_stderr(level: str = "WARNING", fmt: str = "text") -> None:
+    """stdio carries the protocol on stdout: everything else goes to stderr (`logs.py`: text or JSON lines)."""
+    from .logs import to_stderr
+
+    to_stderr(level, fmt)
 
 
 def cursors_for(settings: Settings, warn: bool = True) -> Cursors:

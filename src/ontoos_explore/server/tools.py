@@ -23,6 +23,7 @@ import asyncio
 import contextvars
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -48,7 +49,9 @@ from ..require import read as read_require
 from ..service import Explorer
 from ..sample import with_sample
 from ..stats import freshness
+from . import logs
 from .admission import Admission, Ticket
+from .metrics import tool_label
 from .config import Principal, RateLimiter
 from .tool_models import (  # noqa: F401 - the tools as data, re-exported for the surfaces
     EXPLORE_ARGUMENTS, INSTRUCTIONS, READ_ONLY, TOOLS, CatalogInput, Envelope, ExplainInput, ExploreInput,
@@ -105,6 +108,7 @@ class Tools:
         self.registry = registry
         self.audit = audit  # an AuditWriter, or None (no audit store configured)
         self.admission = Admission(limiter)  # rate limits and calls in flight (shared: set by the server)
+        self.metrics = None  # a metrics.Metrics when the server exposes /metrics
         self.cursors = cursors if cursors is not None else Cursors(None)  # signs meta.next_cursor
         self.handlers: dict[str, Handler] = {
             "ontoos_catalog": self._catalog, "ontoos_explore": self._explore,
@@ -124,6 +128,7 @@ class Tools:
         validated, run, recorded once. `admitted`: the ticket of a surface that took this call from the rate
         limit already (REST, before a body)."""
         source = _source(name, arguments)
+        started = time.perf_counter()
         ticket, answer = (admitted, None) if admitted is not None else await self.admit(
             principal, _queries(name, arguments))
         try:
@@ -135,14 +140,16 @@ class Tools:
                     answer = Answer.refusal(cancelled(surface), exploration=_asked(name, arguments),
                                             exploration_id=new_id(), contract_hash=self.contract.hash,
                                             notice=self._notice(principal))
-                    self.record(answer, principal, surface, source)
+                    self.record(answer, principal, surface, source, name, time.perf_counter() - started)
                     raise
         finally:
             self.admission.done(ticket)
+        seconds = time.perf_counter() - started
         if self.audit is not None and source_size(source) > INLINE_SOURCE:
+            self._count(answer, surface, name, seconds, principal)
             await self._record_off_loop(answer, principal, surface, source)
         else:
-            self.record(answer, principal, surface, source)
+            self.record(answer, principal, surface, source, name, seconds)
         return answer
 
     async def _record_off_loop(self, answer: Answer, principal: Principal | None, surface: str, source: Any) -> None:
@@ -171,9 +178,21 @@ class Tools:
         self.record(answer, principal, surface, source)
         return answer
 
-    def record(self, answer: Answer, principal: Principal | None, surface: str, source: Any) -> None:
+    def record(self, answer: Answer, principal: Principal | None, surface: str, source: Any, tool: Any = None,
+               seconds: float | None = None) -> None:
+        """An answer, into the audit and the metrics (`tool`: the tool called, None for a surface's own
+        refusal; `seconds`: a call's time)."""
+        self._count(answer, surface, tool, seconds, principal)
         if self.audit is not None:
             self._queue(self._event(answer, principal, surface, source))
+
+    def _count(self, answer: Answer, surface: str, tool: Any, seconds: float | None,
+               principal: Principal | None = None) -> None:
+        """The answer in the metrics, and its request line when the logs are JSON."""
+        label = "none" if tool is None else tool_label(tool, TOOLS, QUERY_PREFIX)
+        if self.metrics is not None:
+            self.metrics.answered(surface, label, answer, seconds)
+        logs.request(answer, principal, surface, label, seconds)
 
     def _event(self, answer: Answer, principal: Principal | None, surface: str, source: Any) -> Any:
         """The answer's audit event, or None if it could not be built (logged: the audit must never break

@@ -40,9 +40,10 @@ MAX_RESTARTS = 5
 RESTART_WINDOW_S = 30.0
 
 
-def supervise(n: int, work: Callable[[int], int], lines: list[str] | None = None) -> int:
+def supervise(n: int, work: Callable[[int], int], lines: list[str] | None = None,
+              on_exit: Callable[[int], None] | None = None) -> int:
     """Fork `n` workers, each running `work(index)` (its exit status), and keep them running until a
-    signal stops them (see the module). The supervisor's exit status."""
+    signal stops them (see the module); `on_exit(pid)` after each worker ends. The supervisor's exit status."""
     if threading.active_count() > 1:  # a fork copies only the forking thread: the others' locks stay held
         log.warning("forking workers with %d threads running", threading.active_count())
     children: dict[int, int] = {}  # pid -> worker index
@@ -89,6 +90,8 @@ def supervise(n: int, work: Callable[[int], int], lines: list[str] | None = None
             except ChildProcessError:
                 break
             index = children.pop(pid, None)
+            if index is not None and on_exit is not None:
+                on_exit(pid)
             if index is None or stopping:
                 continue
             now = time.monotonic()
