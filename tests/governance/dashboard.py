@@ -92,9 +92,10 @@ def call(srv: Dashboard, method: str, path: str, *, token: str | None = None, bo
 
 
 def start_dashboard(pg_dsn: str, workdir: Path, queries: list[dict[str, Any]] | None = None,
-                    **config: Any) -> Dashboard:
+                    args: tuple[str, ...] = (), **config: Any) -> Dashboard:
     """`config`: top-level settings of the server configuration (session_hours, allow_self_approval,
-    auth_failures, ...); `queries`: the registry file's entries (default: one hand-written query)."""
+    auth_failures, ...); `queries`: the registry file's entries (default: one hand-written query);
+    `args`: more arguments of `ontoos serve` (--workers 2)."""
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "server.yaml"
     path.write_text(yaml.safe_dump({**config, "principals": {
@@ -111,7 +112,8 @@ def start_dashboard(pg_dsn: str, workdir: Path, queries: list[dict[str, Any]] | 
                 "ONTOOS_DATA_DIR": str(workdir / "embedded-unused"), "PYTHONUNBUFFERED": "1"})
     with open(workdir / "stdout.log", "wb") as out, open(workdir / "stderr.log", "wb") as err:
         proc = subprocess.Popen([serving.ontoos_executable(), "serve", "--http", f"127.0.0.1:{port}", "--config",
-                                 str(path), "--queries", str(registry)], cwd=workdir, env=env, stdout=out, stderr=err,
+                                 str(path), "--queries", str(registry), *args], cwd=workdir, env=env, stdout=out,
+                                stderr=err,
                                 stdin=subprocess.DEVNULL)
     srv = serving.Server("dashboard", "127.0.0.1", port, proc, workdir, workdir / "stderr.log")
     return Dashboard(srv.wait_healthy(), registry, audit_dsn)

@@ -131,3 +131,33 @@ def test_workers_take_a_number(tmp_path, pg_dsn):
                           env={**{k: v for k, v in os.environ.items() if not k.startswith("ONTOOS_")},
                                "ONTOOS_DSN": pg_dsn})
     assert done.returncode == 2 and json.loads(done.stdout)["error"]["message"].startswith("--workers takes")
+
+
+async def test_a_registry_change_is_live_in_every_worker_within_two_seconds(pg_dsn, tmp_path):
+    import yaml
+
+    entry = {"id": "kinds", "title": "Workloads of a kind", "read_sets": ["published"],
+             "params": [{"name": "kind", "type": "string"}],
+             "constants": [{"name": "kept", "type": "boolean", "value": False}],
+             "sql": "SELECT w.name AS name FROM lake.k8s_workloads AS w INNER JOIN lake.gitlab_projects AS p "
+                    "ON p.project_id = w.project_id WHERE w.kind = :kind AND w.is_deleted = :kept "
+                    "AND p.is_deleted = :kept ORDER BY w.workload_id LIMIT 6"}
+    registry = tmp_path / "queries.yaml"
+    registry.write_text(yaml.safe_dump({"version": 1, "queries": [entry]}))
+    srv = start_hostile_server("workers-registry", pg_dsn, tmp_path / "srv", args=("--workers", "2", "--queries",
+                                                                                   str(registry)))
+
+    async def listed() -> set[str]:
+        async with mcp(srv, "auto") as client:  # a new client each time: either worker answers
+            return {t.name for t in (await client.list_tools()).tools if t.name.startswith("ontoos_q_")}
+
+    try:
+        assert len(_processes(srv, 2)) == 2
+        assert all([await listed() == {"ontoos_q_kinds"} for _ in range(6)])
+        second = {**entry, "id": "kinds_again", "title": "Workloads of a kind, again"}
+        registry.write_text(yaml.safe_dump({"version": 1, "queries": [entry, second]}))  # an edit, as the CLI writes
+        time.sleep(2.0)
+        seen = [await listed() for _ in range(10)]
+    finally:
+        srv.stop_cleanly()
+    assert seen == [{"ontoos_q_kinds", "ontoos_q_kinds_again"}] * 10

@@ -99,6 +99,12 @@ def _serve_http(args, contract, settings, config, registry) -> int:
     workers = args.workers
     if workers > 1:  # a session one process opened another could not serve; limits are the deployment's
         settings = dataclasses.replace(settings, mcp_stateless=True, shared_limits=True)
+        if settings.secret is None:  # cursors and dashboard sessions must open in every worker
+            import secrets
+
+            settings = dataclasses.replace(settings, secret=secrets.token_urlsafe(32))
+            sys.stderr.write("ontoos: ONTOOS_SECRET is not set: the workers share a random secret of this server "
+                             "(its cursors and dashboard sessions end with it; other servers refuse them)\n")
 
     def one_server(index: int, lines: list[str] | None) -> int:
         drain = Drain(settings.drain_timeout_s)

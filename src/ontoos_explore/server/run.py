@@ -82,7 +82,8 @@ def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerCon
     store = None if registry_file is None else store_for(registry_file, settings.contract)
     governance = Governance(tools, authenticator, store, rule or Rule(),
                             audit_dsn=settings.audit_dsn or dsn, audit=settings.audit,
-                            sessions=Sessions(config.session_hours * 3600),
+                            sessions=Sessions(config.session_hours * 3600, secret=settings.secret,
+                                              resolve=authenticator.by_name),
                             allow_self_approval=config.allow_self_approval, secure_cookies=config.secure_cookies)
 
     @contextlib.asynccontextmanager
