@@ -194,3 +194,41 @@ async def test_200_mixed_explorations_leak_nothing(server, contract):
         assert not [a for a in activity(dsn) if a[0] in ("active", "idle in transaction", "idle in transaction (aborted)")]
     finally:
         await pool.close()
+
+
+async def test_a_lost_connection_is_no_answer_the_read_is_asked_again(server, contract):
+    """Every pooled connection's backend is terminated between two calls (as a restarted server or a
+    standby taken away leaves them): the next call is answered from a new connection, not refused."""
+    _, dsn = server
+    pool, explorer = await open_explorer(dsn, contract, pool_min=2, pool_max=2)
+    try:
+        asked = {"dataset": "things", "fields": ["id"], "order_by": ["id"], "limit": 3}
+        first = await explorer.explore(asked, "patient")
+        assert first.ok, first.envelope
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            ended = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                 "WHERE application_name = 'ontoos-explore' AND pid <> pg_backend_pid()").fetchone()[0]
+        assert ended >= 1
+        again = [await explorer.explore(asked, "patient") for _ in range(3)]
+        assert all(a.ok for a in again), [a.envelope for a in again]
+        assert again[0].envelope["data"]["rows"] == first.envelope["data"]["rows"]
+    finally:
+        await pool.close()
+
+
+async def test_a_dsn_of_several_hosts_reads_from_one_that_answers(server, contract, tmp_path):
+    """libpq's multi-host DSN: the first host is a socket nobody listens on; the exploration is answered
+    by the next (how reads go to whichever standby is up, `load_balance_hosts` spreading them)."""
+    _, dsn = server
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    parts = conninfo_to_dict(dsn)
+    hosts = make_conninfo(dsn, host=f"{tmp_path},{parts['host']}", port=f"{parts.get('port', 5432)},"
+                                                                          f"{parts.get('port', 5432)}",
+                          load_balance_hosts="disable", target_session_attrs="any")
+    pool, explorer = await open_explorer(hosts, contract)
+    try:
+        answer = await explorer.explore({"dataset": "things", "fields": ["id"], "limit": 2}, "patient")
+    finally:
+        await pool.close()
+    assert answer.ok, answer.envelope

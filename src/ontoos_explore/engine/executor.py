@@ -228,14 +228,17 @@ class Executor:
         except (psycopg.Error, PoolTimeout) as e:
             raise translate_plain(e) from None
 
-    async def run(self, q: CompiledQuery, *, dry_run: bool = False) -> Outcome:
-        """Run (or, with dry_run, only plan) one compiled exploration."""
+    async def run(self, q: CompiledQuery, *, dry_run: bool = False, retried: bool = False) -> Outcome:
+        """Run (or, with dry_run, only plan) one compiled exploration. A connection that turns out lost
+        (its server restarted, a standby gone, the backend terminated) is no answer: the exploration,
+        a read, is asked once more on another connection, which a multi-host DSN may find on another host."""
         started = time.perf_counter()
         timeout_s = q.plan.timeout_ms / 1000 + CLIENT_MARGIN_S
         ceiling = None if dry_run else q.plan.max_cost
         known = None if ceiling is None else self.costs.get(CostCache.key(q))
         if known is not None and known > ceiling:
             raise cost_budget(q, known, ceiling)  # this exploration's estimate is known: refused without a round trip
+        conn = None
         try:
             async with self.pool.connection(timeout=self.settings.pool_timeout_s) as conn:
                 try:
@@ -252,6 +255,10 @@ class Executor:
         except (psycopg.Error, PoolTimeout) as e:
             if self._log_lost(q, e):  # the publish log went (or its grant) since it was checked: once more, without
                 return await self.run(q, dry_run=dry_run)
+            if not retried and connection_lost(e, conn):  # a read: asked again on another connection (host)
+                log.info("a pooled connection was lost (%s): the exploration is asked again on another",
+                         type(e).__name__)
+                return await self.run(q, dry_run=dry_run, retried=True)
             raise translate(e, q) from None
 
     def _log_lost(self, q: CompiledQuery, e: BaseException) -> bool:
@@ -322,6 +329,21 @@ class Executor:
             batches=found,
             consistent=found is not None,
         )
+
+
+# SQLSTATEs of a connection that went, not of the statement: class 08 (connection exception), and the
+# server shutting down or crashing (57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now)
+LOST = ("57P01", "57P02", "57P03")
+
+
+def connection_lost(e: BaseException, conn) -> bool:
+    """Whether `e` says the connection was lost (so another may answer), not that the statement failed."""
+    if not isinstance(e, psycopg.OperationalError):
+        return False
+    state = getattr(getattr(e, "diag", None), "sqlstate", None) or ""
+    if state == "57014":  # query_canceled: the statement timeout, the caller's own budget
+        return False
+    return state.startswith("08") or state in LOST or (conn is not None and conn.broken)
 
 
 def work(plan: dict) -> float:
