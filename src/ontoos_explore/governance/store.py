@@ -333,5 +333,6 @@ class LiveRegistry:
     async def run(self, explorer, role_name: str, ident: Any, params: Any, require=None):
         return await self.current().run(explorer, role_name, ident, params, require)
 
-    def compiled(self, role_name: str, ident: Any, params: Any, statuses: tuple[str, ...] = ("approved",)):
-        return self.current().compiled(role_name, ident, params, statuses)
+    def compiled(self, role_name: str, ident: Any, params: Any, statuses: tuple[str, ...] = ("approved",),
+                 offset: int = 0):
+        return self.current().compiled(role_name, ident, params, statuses, offset)
