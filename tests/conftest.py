@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from ontoos_explore import load_contract
+from tests.databases import pg_data_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = Path(__file__).resolve().parent / "cases"
@@ -63,17 +64,17 @@ def anyio_backend():
 
 
 @pytest.fixture(scope="session")
-def _pg(tmp_path_factory, demo):
+def _pg(demo):
     """(dsn, the embedded server or None): ONTOOS_TEST_DSN if set (its schema `lake` is replaced),
-    else an embedded pgserver in a fresh directory (one per xdist worker: tmp_path_factory's base
-    is the worker's own), stopped at the end of the session."""
+    else an embedded pgserver in a fresh directory of this worker's own (`databases.pg_data_dir`),
+    stopped at the end of the session."""
     import psycopg
 
     from ontoos_explore.engine import demo_data, embedded, grants
 
     dsn, server = os.environ.get("ONTOOS_TEST_DSN"), None
     if not dsn:
-        server = embedded.start(tmp_path_factory.mktemp("pg"))
+        server = embedded.start(pg_data_dir("pg"))
         dsn = embedded.dsn_of(server)
     with psycopg.connect(dsn) as conn:
         demo_data.ensure(conn, scale=DEMO_SCALE, seed=DEMO_SEED)

@@ -10,13 +10,33 @@ at the end of a session on ONTOOS_TEST_DSN; an embedded server is thrown away wh
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 import uuid
+from pathlib import Path
 
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 _created: list[tuple[str, str]] = []  # (the server's DSN, a database made on it), to drop at the end
+
+# Data directories of embedded servers live outside pytest's temporary root: pytest makes that root
+# private (0700) whenever a session starts, and as root pgserver runs PostgreSQL as its own user, which
+# must reach the directory (a second pytest on the machine would otherwise take that away mid-initdb).
+_PG_ROOT = Path(tempfile.gettempdir()) / f"ontoos-test-pg-{os.getuid()}"
+
+
+def pg_data_dir(name: str) -> Path:
+    """A new directory for an embedded server's data (removed when this process exits, after the servers
+    pgserver stops then: atexit runs what it was given last first)."""
+    _PG_ROOT.mkdir(mode=0o711, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=_PG_ROOT))
+    path.chmod(0o711)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path / "data"
 
 
 def new_database(pg_dsn: str, purpose: str) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ontoos_explore.cli import main
+from tests.databases import pg_data_dir
 
 QUESTION = "explore workloads fields namespace, count() as n where kind = 'Deployment' group by namespace order by namespace limit 5"
 
@@ -91,15 +92,16 @@ def test_grants_prints_the_script(capsys):
     assert code == 0 and out.count("CREATE ROLE") == len(demo_roles()) and "GRANT SELECT" in out
 
 
-def test_embedded_default_starts_loads_and_reuses(tmp_path):
+def test_embedded_default_starts_loads_and_reuses():
     """No DSN: the CLI starts pgserver in the data dir, loads the demo once, reuses it next time."""
     env = {k: v for k, v in os.environ.items() if k not in ("ONTOOS_DSN",)}
-    env["ONTOOS_DATA_DIR"] = str(tmp_path / "pg")
+    data_dir = pg_data_dir("cli-embedded")
+    env["ONTOOS_DATA_DIR"] = str(data_dir)
     script = Path(sys.executable).parent / "ontoos"
     argv = [str(script), "explore", "--role", "analyst", "--format", "json", "-q", QUESTION]
     first = subprocess.run(argv, capture_output=True, env=env, timeout=180)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert (tmp_path / "pg" / "PG_VERSION").exists()
+    assert (data_dir / "PG_VERSION").exists()
     second = subprocess.run(argv, capture_output=True, env=env, timeout=180)
     assert second.returncode == 0
     assert json.loads(first.stdout)["data"] == json.loads(second.stdout)["data"]

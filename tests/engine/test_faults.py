@@ -19,6 +19,7 @@ from ontoos_explore.engine.executor import Executor, open_pool
 from ontoos_explore.engine.settings import Settings
 from ontoos_explore.service import Explorer
 from tests import sleepy_lake
+from tests.databases import pg_data_dir
 
 pytestmark = pytest.mark.anyio
 
@@ -32,11 +33,11 @@ def contract():
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server():
     """(pgserver instance, dsn) of a server this module may stop and start."""
     from ontoos_explore.engine import embedded
 
-    srv = embedded.start(tmp_path_factory.mktemp("faults-pg"))
+    srv = embedded.start(pg_data_dir("faults"))
     dsn = embedded.dsn_of(srv)
     sleepy_lake.install(dsn, SCHEMA, PREFIX)
     return srv, dsn

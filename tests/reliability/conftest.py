@@ -26,6 +26,7 @@ from psycopg.rows import dict_row
 
 from ontoos_explore.engine import embedded
 from tests import serving, sleepy_lake
+from tests.databases import pg_data_dir
 
 PREFIX = "ontoos_r_"
 SCHEMA = "rel"
@@ -107,15 +108,15 @@ def contract_file(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def lake(tmp_path_factory) -> Pg:
-    pg = Pg(tmp_path_factory.mktemp("rel-lake"))
+def lake() -> Pg:
+    pg = Pg(pg_data_dir("rel-lake"))
     sleepy_lake.install(pg.dsn, SCHEMA, PREFIX)
     return pg
 
 
 @pytest.fixture(scope="session")
-def store(tmp_path_factory) -> Pg:
-    return Pg(tmp_path_factory.mktemp("rel-store"))
+def store() -> Pg:
+    return Pg(pg_data_dir("rel-store"))
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ import psycopg
 import pytest
 
 from tests import serving
+from tests.databases import pg_data_dir
 from tests.server.test_hostile_support import request, start_hostile_server
 
 
@@ -67,9 +68,9 @@ def test_an_address_in_use_is_one_line_and_exit_1(tmp_path, pg_dsn):
 
 
 @pytest.fixture(scope="module")
-def embedded(tmp_path_factory) -> Path:
+def embedded() -> Path:
     """A data directory of its own: the first server here makes the cluster and loads the demo."""
-    return tmp_path_factory.mktemp("lifecycle") / "pg"
+    return pg_data_dir("lifecycle")
 
 
 def _start_embedded(data_dir: Path, workdir: Path) -> serving.Server:
