@@ -77,7 +77,9 @@ from benchmarks.server_bench import _free_port, _ontoos, cpu_seconds, wait_healt
 SCALE = 4.0
 AUDIT_DB = "ontoos_load_audit"
 HASTY_MS = 100
-PRINCIPALS = {"load-analyst": "analyst", "load-viewer": "viewer", "load-hasty": "hasty", "load-frugal": "frugal"}
+# the reader explores the published data with the viewer's budgets (the viewer itself keeps to named queries)
+PRINCIPALS = {"load-analyst": "analyst", "load-reader": "reader", "load-hasty": "hasty", "load-frugal": "frugal"}
+IN_FLIGHT = 16  # each principal's queries at once: 32 clients share 4 principals (the load measures throughput)
 FRUGAL_COST = 10_000
 LEAKS = ("Traceback", "SQLSTATE", "ONTOOS-SECRET-", "psycopg", "pg_catalog", "canceling statement", "pg_sleep")
 HEAVY = ("explore workloads via cluster_hosts, containers fields namespace, "
@@ -106,11 +108,11 @@ KINDS = [
     Kind("ok_join", "load-analyst", "ontoos_explore",
          {"dataset": "workloads", "relations": ["containers"], "fields": ["namespace", "sum(containers.cpu_millis) as cpu"],
           "group_by": ["namespace"], "order_by": ["-cpu"], "limit": 5}, 200, "ok", "always", 14),
-    Kind("ok_viewer", "load-viewer", "ontoos_explore",
+    Kind("ok_reader", "load-reader", "ontoos_explore",
          {"dataset": "projects", "fields": ["name", "visibility", "star_count"],
           "filter": [{"field": "visibility", "op": "=", "value": "public"}], "order_by": ["-star_count"], "limit": 20},
          200, "ok", "always", 10),
-    Kind("ok_catalog", "load-viewer", "ontoos_catalog", {"dataset": "workloads"}, 200, "ok", "never", 5),
+    Kind("ok_catalog", "load-reader", "ontoos_catalog", {"dataset": "workloads"}, 200, "ok", "never", 5),
     Kind("typo", "load-analyst", "ontoos_explore", {"dataset": "workloads", "fields": ["name", "namspace"]},
          400, "EX201", "never", 8),
     Kind("secret", "load-analyst", "ontoos_explore", {"dataset": "workloads", "fields": ["name", "env_dump"]},
@@ -119,9 +121,9 @@ KINDS = [
          400, "EX101", "never", 6),
     Kind("bad_arg", "load-analyst", "ontoos_explore", {"dataset": "workloads", "feilds": ["name"]},
          400, "EX102", "never", 4),
-    Kind("budget_relations", "load-viewer", "ontoos_explore",
+    Kind("budget_relations", "load-reader", "ontoos_explore",
          {"query": "explore workloads via containers, project fields name limit 5"}, 403, "EX404", "never", 4),
-    Kind("budget_in_list", "load-viewer", "ontoos_explore",
+    Kind("budget_in_list", "load-reader", "ontoos_explore",
          {"dataset": "workloads", "fields": ["name"], "filter": "replicas in (" + ", ".join(map(str, range(30))) + ")"},
          403, "EX403", "never", 4),
     Kind("budget_cost", "load-frugal", "ontoos_explore", {"query": COSTLY}, 403, "EX411", "maybe", 6),
@@ -181,6 +183,17 @@ def _childrencpu_seconds(ppid: int) -> float:
     return total
 
 
+def _tree_rss(pid: int) -> int | None:
+    """RSS of a process and its live children (a supervisor and its workers), kB."""
+    total = rss_kb(pid)
+    if total is None:
+        return None
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and _proc_status(int(entry), "PPid") == pid:
+            total += rss_kb(int(entry)) or 0
+    return total
+
+
 def _fds(pid: int) -> int | None:
     try:
         return len(os.listdir(f"/proc/{pid}/fd"))
@@ -191,18 +204,19 @@ def _fds(pid: int) -> int | None:
 class Server:
     """`ontoos serve --http` on a free loopback port, with a principal per role and the audit on."""
 
-    def __init__(self, dsn: str, audit_dsn: str, contract: Path, workdir: Path) -> None:
+    def __init__(self, dsn: str, audit_dsn: str, contract: Path, workdir: Path, workers: int = 1) -> None:
         self.port = _free_port()
         self.tokens = {p: f"{p}-{secrets.token_urlsafe(18)}" for p in PRINCIPALS}
         config = workdir / "server.yaml"
         config.write_text("principals:\n" + "".join(
-            f'  {p}: {{role: {r}, token_sha256: "{hashlib.sha256(self.tokens[p].encode()).hexdigest()}"}}\n'
+            f'  {p}: {{role: {r}, max_in_flight: {IN_FLIGHT}, '
+            f'token_sha256: "{hashlib.sha256(self.tokens[p].encode()).hexdigest()}"}}\n'
             for p, r in PRINCIPALS.items()), encoding="utf-8")
         env = {k: v for k, v in os.environ.items() if not k.startswith("ONTOOS_")}
         env.update(ONTOOS_DSN=dsn, ONTOOS_AUDIT_DSN=audit_dsn, ONTOOS_CONTRACT=str(contract),
                    ONTOOS_DATA_DIR=str(workdir / "unused"), PYTHONUNBUFFERED="1")
         self.cmd = [_ontoos(), "serve", "--http", f"127.0.0.1:{self.port}",
-                    "--config", str(config)]
+                    "--config", str(config), *(["--workers", str(workers)] if workers > 1 else [])]
         self.stderr_path = workdir / "serve.stderr.log"
         self._err = open(self.stderr_path, "wb")
         t0 = time.perf_counter()
@@ -226,8 +240,8 @@ class Server:
         return self.stderr_path.read_text(encoding="utf-8", errors="replace")
 
     def stop(self) -> tuple[int | None, float]:
-        """SIGTERM, only to the process started here: a clean shutdown (the audit queue is flushed).
-        uvicorn re-raises the signal after its graceful shutdown, so -15 is a clean exit."""
+        """SIGTERM, only to the process started here: a clean shutdown (it drains, the audit queue is
+        flushed, exit 0; under --workers the supervisor passes it to each worker)."""
         t0 = time.perf_counter()
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -416,7 +430,7 @@ async def _sampler(srv: Server, dsn: str, samples: list[dict], stop: asyncio.Eve
                                                    application_name="ontoos-load-probe")
                 except psycopg.Error:
                     pass
-            samples.append({"t": round(time.monotonic() - t0, 1), "rss_kb": rss_kb(srv.pid), "cpu_s": cpu_seconds(srv.pid),
+            samples.append({"t": round(time.monotonic() - t0, 1), "rss_kb": _tree_rss(srv.pid), "cpu_s": _childrencpu_seconds(srv.pid),
                             "fds": _fds(srv.pid), "threads": _proc_status(srv.pid, "Threads"),
                             "pool": _pool(acts) if acts is not None else None,
                             "busy": _busy(acts) if acts is not None else None, "activity": acts})
@@ -501,24 +515,26 @@ def run(args) -> dict:
             return activity(conn)
 
     pg_log_at = pg.log.stat().st_size
-    srv = Server(dsn, audit_dsn, contract_path, workdir)
-    log(f"  server ready in {srv.ready_s} s (pid {srv.pid}, port {srv.port})")
-    res["server"] = {"command": "ontoos serve --http 127.0.0.1:PORT --config server.yaml", "ready_s": srv.ready_s,
-                     "pool_max": 8, "hasty_timeout_ms": HASTY_MS}
+    srv = Server(dsn, audit_dsn, contract_path, workdir, args.workers)
+    log(f"  server ready in {srv.ready_s} s (pid {srv.pid}, port {srv.port}, {args.workers} worker(s))")
+    workers = f" --workers {args.workers}" if args.workers > 1 else ""
+    res["server"] = {"command": f"ontoos serve --http 127.0.0.1:PORT --config server.yaml{workers}",
+                     "ready_s": srv.ready_s, "workers": args.workers, "pool_max": 8 * args.workers,
+                     "hasty_timeout_ms": HASTY_MS}
     time.sleep(0.5)
     conns: dict[str, Any] = {"idle": probe()}
-    memory: dict[str, Any] = {"idle_kb": rss_kb(srv.pid)}
+    memory: dict[str, Any] = {"idle_kb": _tree_rss(srv.pid)}
     records: list[Record] = []
     samples: list[dict] = []
     outage = Outage(args.outage_after, args.outage) if args.outage else None
-    cpu0, pg0, me0, wall0 = cpu_seconds(srv.pid), _childrencpu_seconds(pg.get_pid()), os.times(), time.monotonic()
+    cpu0, pg0, me0, wall0 = _childrencpu_seconds(srv.pid), _childrencpu_seconds(pg.get_pid()), os.times(), time.monotonic()
     try:
         marks = asyncio.run(_load(srv, dsn, args, records, samples, pg, outage))
         me1, pg1, wall1 = os.times(), _childrencpu_seconds(pg.get_pid()), time.monotonic()
         conns["after_load"] = probe()
-        memory["end_kb"] = rss_kb(srv.pid)
+        memory["end_kb"] = _tree_rss(srv.pid)
         memory["hwm_kb"] = _proc_status(srv.pid, "VmHWM")
-        cpu1 = cpu_seconds(srv.pid)
+        cpu1 = _childrencpu_seconds(srv.pid)
     finally:
         code, stop_s = srv.stop()
     conns["after_shutdown"] = probe()
@@ -795,6 +811,7 @@ def main(argv: list[str] | None = None) -> int:
                     "pool's wait (ONTOOS_POOL_TIMEOUT, 5 s) to see answers while it is down")
     ap.add_argument("--outage-after", type=float, default=10.0, help="seconds into the measured load (default 10)")
     ap.add_argument("--seed", type=int, default=8)
+    ap.add_argument("--workers", type=int, default=1, help="serve --workers N (default 1: one process)")
     ap.add_argument("--out", help="result file stem under benchmarks/results (default: load, load-short, load-outage)")
     args = ap.parse_args(argv)
     if args.short:
