@@ -171,3 +171,15 @@ def test_the_cli_pages_an_exploration_and_a_named_query_with_the_servers_secret(
     monkeypatch.setenv("ONTOOS_SECRET", "another-deployments-secret")
     code, refused = run("explore", "--role", "analyst", "--cursor", first["meta"]["next_cursor"])
     assert code != 0 and refused["error"]["subtype"] == "RESULT_EXPIRED"
+
+
+async def test_a_cursor_of_a_query_changed_since_page_1_is_refused(tools, registry, demo, tmp_path):
+    first = (await tools.call("ontoos_q_prod_workloads", {"namespace": "prod"}, ANALYST, "mcp")).envelope
+    changed = [{**ENTRIES[0], "sql": PAGED_SQL.replace("ORDER BY p.path, w.workload_id",
+                                                       "ORDER BY w.name, w.workload_id")}]
+    path = tmp_path / "changed.yaml"
+    path.write_text(yaml.safe_dump({"version": 1, "queries": changed}))
+    tools.registry = Registry.load(path, demo)
+    env = (await tools.call("ontoos_q_prod_workloads", {"cursor": first["meta"]["next_cursor"]}, ANALYST,
+                            "mcp")).envelope
+    assert error(env) == ("EX703", "RESULT_EXPIRED") and "changed since page 1" in env["error"]["message"]

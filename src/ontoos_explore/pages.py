@@ -15,6 +15,7 @@ not page a named query, nor the other way round.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -63,7 +64,7 @@ async def run_named(explorer: Explorer, cursors: Cursors | None, registry: Any, 
     if cursor is None:
         compiled = registry.compiled(role, ident, params)
         answer = await explorer.run_compiled(compiled, require)
-        question = _named_question(compiled.fingerprint, params if params is not None else {})
+        question = _named_question(compiled.fingerprint, params if params is not None else {}, compiled.sql)
         return _with_next(answer, explorer, cursors, role, principal, 1, None, False, question)
     try:
         page = _open(cursors, cursor, principal, explorer)
@@ -72,9 +73,12 @@ async def run_named(explorer: Explorer, cursors: Cursors | None, registry: Any, 
                           'send it to ontoos_explore as {"cursor": ...}')
         asked = json.loads(page.question)
         if ((ident is not None and fold(str(ident)) != fold(asked["query"]))
-                or (params and _named_question(page.fingerprint, params) != page.question)):
+                or (params and _named_question(page.fingerprint, params, None)["params"] != asked["params"])):
             raise expired("the cursor belongs to another question than the one sent with it",
                           "send the cursor alone, or with the query and parameters it came with")
+        entry = registry.entries.get(fold(asked["query"]))
+        if entry is not None and _sql_digest(entry.sql) != asked.get("sql"):
+            raise expired("the named query was changed since page 1 (its pages would not be the same rows)")
         compiled = registry.compiled(role, asked["query"], asked["params"], offset=page.offset)
     except ExploreError as e:
         return Answer.refusal(e, exploration_id=new_id(), contract_hash=explorer.contract.hash,
@@ -83,10 +87,18 @@ async def run_named(explorer: Explorer, cursors: Cursors | None, registry: Any, 
     return _continued(answer, page, explorer, cursors, role, principal)
 
 
-def _named_question(fingerprint: str, params: Any) -> str:
-    """A named query's call as a cursor's question: its id and parameters, canonical JSON."""
-    return json.dumps({"query": fingerprint[len(NAMED):], "params": params}, sort_keys=True, ensure_ascii=False,
-                      separators=(",", ":"), default=str)
+def _named_question(fingerprint: str, params: Any, sql: str | None) -> Any:
+    """A named query's call as a cursor's question: its id, its parameters and a digest of its SQL (a
+    changed entry does not continue), canonical JSON; with `sql` None, the question as an object."""
+    asked = {"query": fingerprint[len(NAMED):],
+             "params": json.loads(json.dumps(params, sort_keys=True, ensure_ascii=False, default=str))}
+    if sql is None:
+        return asked
+    return json.dumps({**asked, "sql": _sql_digest(sql)}, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _sql_digest(sql: str) -> str:
+    return hashlib.sha256(sql.encode("utf-8")).hexdigest()[:16]
 
 
 def _open(cursors: Cursors | None, cursor: str, principal: str, explorer: Explorer) -> Page:

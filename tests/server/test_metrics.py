@@ -119,6 +119,15 @@ def test_any_workers_metrics_speak_for_all(pg_dsn, tmp_path):
 
 
 def test_a_metrics_object_counts_into_its_own_registry():
-    a, b = Metrics(), Metrics()  # two apps in one process: no clash
-    assert b.registry is not a.registry
-    assert "ontoos_requests_total" in a.exposition().decode()
+    from ontoos_explore.envelope import Answer
+    from ontoos_explore.errors import rate_limited
+
+    a, b = Metrics(), Metrics()  # two apps in one process: no clash, no shared counts
+    refused = Answer.refusal(rate_limited("ann", "1 calls per second (bursts of 1)", 1.0))
+    a.answered("mcp", "ontoos_explore", refused, 0.003)
+    got, other = samples(a.exposition().decode()), samples(b.exposition().decode())
+    labels = dict(surface="mcp", tool="ontoos_explore", outcome="refused", subtype="QUERY_BUDGET_EXCEEDED")
+    assert value(got, "ontoos_requests_total", **labels) == 1.0
+    assert value(got, "ontoos_limited_total", reason="RATE_LIMITED") == 1.0
+    assert value(got, "ontoos_request_seconds_bucket", surface="mcp", tool="ontoos_explore", le="0.005") == 1.0
+    assert value(other, "ontoos_requests_total", **labels) == 0.0

@@ -254,7 +254,7 @@ class Executor:
             raise time_budget(q, "CLIENT_DEADLINE") from None
         except (psycopg.Error, PoolTimeout) as e:
             if self._log_lost(q, e):  # the publish log went (or its grant) since it was checked: once more, without
-                return await self.run(q, dry_run=dry_run)
+                return await self.run(q, dry_run=dry_run, retried=retried)
             if not retried and connection_lost(e, conn):  # a read: asked again on another connection (host)
                 log.info("a pooled connection was lost (%s): the exploration is asked again on another",
                          type(e).__name__)

@@ -97,7 +97,7 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
     def on_refusal(e: ExploreError, path: str) -> None:
         tools.refuse(e, None, "mcp" if path.startswith("/mcp") else "rest")
 
-    app.state.floods = floods
+    app.state.floods = rest.floods = floods
     app.add_middleware(BearerAuth, authenticator=authenticator, on_refusal=on_refusal, floods=floods,
                        open_paths=("/healthz", "/readyz", "/favicon.ico", "/metrics", "/governance/login"),
                        sessions=governance.principal_for_session if governance is not None else None)

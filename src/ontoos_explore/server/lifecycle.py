@@ -22,7 +22,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -108,15 +107,12 @@ class Draining:
             return await self.app(scope, receive, send)
         path = scope.get("path", "")
         if self.drain.draining and path not in OPEN_WHILE_DRAINING:
+            from .rest import answer_response  # the one HTTP shape of an answer (Retry-After from its wait)
+
             e = shutting_down()
             if self.on_refusal is not None:
                 self.on_refusal(e, path)
-            body = json.dumps(Answer.refusal(e).envelope).encode("utf-8")
-            await send({"type": "http.response.start", "status": 503,
-                        "headers": [(b"content-type", b"application/json"), (b"retry-after", b"1"),
-                                    (b"connection", b"close"), (b"content-length", str(len(body)).encode())]})
-            await send({"type": "http.response.body", "body": body})
-            return
+            return await answer_response(Answer.refusal(e), {"Connection": "close"})(scope, receive, send)
         if path == "/mcp" and scope.get("method") == "GET":  # a stream: open until the client or the server ends it
             return await self.app(scope, receive, send)
         self.drain.in_flight += 1

@@ -22,6 +22,7 @@ import sys
 from typing import Any
 
 REQUESTS = logging.getLogger("ontoos_explore.requests")
+_JSON = {"on": False}  # whether to_stderr made the logs JSON lines (the request lines are for those only)
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
 
 
@@ -42,6 +43,7 @@ def to_stderr(level: str = "WARNING", fmt: str = "text") -> None:
     if fmt == "json":
         handler.setFormatter(JsonLines())
         REQUESTS.setLevel(logging.INFO)
+        _JSON["on"] = True
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
     root = logging.getLogger()
@@ -51,7 +53,7 @@ def to_stderr(level: str = "WARNING", fmt: str = "text") -> None:
 
 def request(answer: Any, principal: Any, surface: str, tool: str, seconds: float | None) -> None:
     """The answer's request line (only when JSON logs are on: the requests logger is then at INFO)."""
-    if not REQUESTS.isEnabledFor(logging.INFO):
+    if not _JSON["on"] or not REQUESTS.isEnabledFor(logging.INFO):
         return
     meta = answer.envelope.get("meta") or {}
     error = answer.error

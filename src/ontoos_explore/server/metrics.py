@@ -3,7 +3,8 @@
     ontoos_requests_total{surface, tool, outcome, subtype}   every answer, as the audit records it
     ontoos_request_seconds{surface, tool}                    tool calls' latency (a histogram)
     ontoos_limited_total{reason}                             calls refused by a limit (RATE_LIMITED,
-                                                             IN_FLIGHT, AUTH_FLOOD, MCP_SESSIONS, DRAINING)
+                                                             IN_FLIGHT, AUTH_FLOOD, MCP_SESSIONS, CONNECTIONS,
+                                                             DRAINING)
     ontoos_pool_connections{state}                           size, idle, in_use, waiting (sampled)
     ontoos_audit_queue_depth, ontoos_audit_events{fate}      the audit writer: queued now; recorded,
                                                              written, dropped, rejected, lost (sampled)

@@ -34,7 +34,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..envelope import Answer
-from ..errors import CLIENT_CLOSED, AuthError, Codes, ExploreError, InternalError, cancelled, not_a_route
+from ..errors import CLIENT_CLOSED, AuthError, Codes, ExploreError, InternalError, cancelled, flooded, not_a_route
 from ..offload import INLINE_SOURCE, off_loop
 from .bodies import body_timeout_s, read_json_object
 from .mcp_server import PRINCIPAL_KEY
@@ -43,8 +43,8 @@ from .tools import Tools
 
 log = logging.getLogger("ontoos_explore.http")
 
-PING_EVERY_S = 1.0
-LOOPBACK = ("127.0.0.1", "::1", "localhost")  # /readyz asks the database at most this often
+PING_EVERY_S = 1.0  # /readyz asks the database at most this often
+LOOPBACK = ("127.0.0.1", "::1")  # the client addresses /metrics trusts (unless metrics_loopback is false)
 UNREAD_BODY = (408, 413, CLIENT_CLOSED)  # answered before the body was read: the connection cannot be reused
 ROUTES = ("POST/GET /api/v1/explore, GET /api/v1/catalog, POST /api/v1/requests, /mcp, /governance, /healthz, "
           "/readyz, /metrics")
@@ -108,6 +108,7 @@ class Rest:
     def __init__(self, tools: Tools, body_timeout: float | None = None, drain=None, authenticator=None) -> None:
         self.tools = tools
         self.authenticator = authenticator  # who may read /metrics from elsewhere than loopback
+        self.floods = None  # limits.AuthFloods: tokens that do not authenticate, per address (set by build_app)
         self.drain = drain  # lifecycle.Drain: a process that drains is not ready
         self.body_timeout_s = body_timeout_s(body_timeout)
         self._pinged: tuple[float, dict[str, Any]] | None = None  # (when, what /readyz last found)
@@ -187,9 +188,14 @@ class Rest:
         metrics = self.tools.metrics
         host = request.client.host if request.client else ""
         allowed = host in LOOPBACK and getattr(self.authenticator, "metrics_loopback", True)
+        sent = request.headers.getlist("authorization")
         if not allowed and self.authenticator is not None:
-            principal = self.authenticator.bearer(request.headers.getlist("authorization"))
+            principal = self.authenticator.bearer(sent)
             allowed = principal is not None and principal.metrics
+            if principal is None and sent and self.floods is not None:  # a token guessed here is limited too
+                wait = await self.floods.take(host or "unknown")
+                if wait > 0:
+                    return answer_response(Answer.refusal(flooded(wait)))
         if metrics is None or not allowed:
             e = AuthError(Codes.METRICS_DENIED, "/metrics is for the operators",
                           hint="read it from the server's own machine, or with the token of a principal marked "

@@ -113,7 +113,9 @@ class SharedLimits:
             try:
                 cur = await conn.execute(sql, params, prepare=True)
                 return await cur.fetchall()
-            except (psycopg.OperationalError, psycopg.InterfaceError):
+            except psycopg.Error:  # the connection, or the state table (a grant, an older schema): our own limits
+                log.warning("the shared limits' database refused a statement: this process keeps its own limits "
+                            "for now", exc_info=log.isEnabledFor(logging.DEBUG))
                 await self._drop()
                 raise Unavailable() from None
 
@@ -149,8 +151,12 @@ class SharedLimits:
         free = self._free(principal, cap)
         if not free:
             return None
-        rows = await self._ask(ACQUIRE, [[slot_key(principal, i) for i in free], free])
-        return self._taken(principal, rows[0][0] if rows else None)
+
+        async def ask():
+            rows = await self._ask(ACQUIRE, [[slot_key(principal, i) for i in free], free])
+            return self._taken(principal, rows[0][0] if rows else None)
+
+        return await self._kept(principal, ask(), lambda got: got)
 
     async def take_and_acquire(self, key: str, burst: int, per_second: float, principal: str,
                                cap: int) -> tuple[float, tuple[int, int] | None]:
@@ -158,9 +164,26 @@ class SharedLimits:
         free = self._free(principal, cap)
         if not free:  # every slot is this process's own: the token alone
             return await self.take(key, burst, per_second), None
-        ((taken, tokens, slot),) = await self._ask(TAKE_AND_ACQUIRE, [key, float(burst), float(per_second),
-                                                                      [slot_key(principal, i) for i in free], free])
-        return (0.0 if taken else (1.0 - tokens) / per_second), self._taken(principal, slot)
+
+        async def ask():
+            ((taken, tokens, slot),) = await self._ask(TAKE_AND_ACQUIRE, [key, float(burst), float(per_second),
+                                                                          [slot_key(principal, i) for i in free], free])
+            return (0.0 if taken else (1.0 - tokens) / per_second), self._taken(principal, slot)
+
+        return await self._kept(principal, ask(), lambda got: got[1])
+
+    async def _kept(self, principal: str, asking, slot_of):
+        """`asking` to its end even if the caller is cancelled meanwhile (the lock may be taken in the
+        database by then): a slot so taken is recorded, then given back, never left held."""
+        task = asyncio.ensure_future(asking)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            def give_back(t: asyncio.Task) -> None:
+                if not t.cancelled() and t.exception() is None and slot_of(t.result()) is not None:
+                    asyncio.ensure_future(self.release(principal, slot_of(t.result())))
+            task.add_done_callback(give_back)
+            raise
 
     async def release(self, principal: str, taken: tuple[int, int]) -> None:
         """Give a slot back (a slot of a connection since broken was given back with it). This process holds

@@ -36,6 +36,7 @@ from collections.abc import Callable
 
 log = logging.getLogger("ontoos_explore.server")
 
+HANDLED = (signal.SIGTERM, signal.SIGINT)
 MAX_RESTARTS = 5
 RESTART_WINDOW_S = 30.0
 
@@ -59,13 +60,17 @@ def supervise(n: int, work: Callable[[int], int], lines: list[str] | None = None
                 pass
 
     def spawn(index: int) -> None:
+        # a signal between the fork and the child's table entry would miss the child (the supervisor) or
+        # run the supervisor's handler in it (the child): both held until each side is ready
+        signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
         pid = os.fork()
         if pid == 0:  # the worker
             code = 1
             try:
                 os.setpgid(0, 0)
-                for sig in (signal.SIGTERM, signal.SIGINT):
+                for sig in HANDLED:
                     signal.signal(sig, signal.SIG_DFL)  # until its server installs its own
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED)
                 code = work(index)
             except BaseException:  # noqa: BLE001 - a worker must end here, whatever happened
                 traceback.print_exc()
@@ -74,6 +79,7 @@ def supervise(n: int, work: Callable[[int], int], lines: list[str] | None = None
                 sys.stderr.flush()
                 os._exit(code)
         children[pid] = index
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED)
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     restarts: collections.deque[float] = collections.deque()
