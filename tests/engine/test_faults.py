@@ -233,3 +233,21 @@ async def test_a_dsn_of_several_hosts_reads_from_one_that_answers(server, contra
     finally:
         await pool.close()
     assert answer.ok, answer.envelope
+
+
+@pytest.mark.parametrize("error, lost", [
+    (psycopg.errors.AdminShutdown("terminating connection due to administrator command"), True),  # 57P01
+    (psycopg.errors.CrashShutdown("crash"), True),  # 57P02
+    (psycopg.errors.CannotConnectNow("starting up"), True),  # 57P03
+    (psycopg.errors.ConnectionFailure("gone"), True),  # class 08
+    (psycopg.OperationalError("consuming input failed: server closed the connection unexpectedly"), True),
+    (psycopg.errors.PipelineAborted("pipeline aborted"), True),  # the socket closed under a pipeline
+    (psycopg.errors.QueryCanceled("canceling statement due to statement timeout"), False),  # the caller's budget
+    (psycopg.errors.DiskFull("no space"), False),  # 53100: the statement, not the connection
+    (psycopg.errors.DivisionByZero("division by zero"), False),  # not an OperationalError at all
+])
+def test_what_counts_as_a_lost_connection(error, lost):
+    """A lost connection is asked again elsewhere; a statement the server refused is the answer."""
+    from ontoos_explore.engine.executor import connection_lost
+
+    assert connection_lost(error, None) is lost

@@ -125,17 +125,19 @@ def prepare_database(pg_dsn: str, contract_path: Path) -> None:
 
 
 def start_hostile_server(name: str, pg_dsn: str, workdir: Path, config_extra: dict | None = None,
-                         args: tuple[str, ...] = (), **env_extra: str) -> Server:
-    """`ontoos serve --http` (and `args`) on a free loopback port with the hostile contract and config, and
-    its audit in a new database (unless `env_extra` sets ONTOOS_AUDIT_DSN)."""
+                         args: tuple[str, ...] = (), *, read_dsn: str | None = None, port: int | None = None,
+                         **env_extra: str) -> Server:
+    """`ontoos serve --http` (and `args`) on a free loopback port (or `port`) with the hostile contract and
+    config, and its audit in a new database (unless `env_extra` sets ONTOOS_AUDIT_DSN). The lake is
+    prepared on `pg_dsn`; the server reads from `read_dsn` when given (a primary's standbys)."""
     workdir.mkdir(parents=True, exist_ok=True)
     contract = hostile_contract(workdir / "contract.yaml")
     prepare_database(pg_dsn, contract)
     config = write_config(workdir / "server.yaml", **(config_extra or {}))
     audit_dsn = env_extra.pop("ONTOOS_AUDIT_DSN", None) or new_database(pg_dsn, "audit")
-    port = serving.free_port()
+    port = port or serving.free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ONTOOS_")}
-    env.update({"ONTOOS_DSN": pg_dsn, "ONTOOS_AUDIT_DSN": audit_dsn, "ONTOOS_CONTRACT": str(contract),
+    env.update({"ONTOOS_DSN": read_dsn or pg_dsn, "ONTOOS_AUDIT_DSN": audit_dsn, "ONTOOS_CONTRACT": str(contract),
                 "ONTOOS_ROLE_PREFIX": PREFIX, "ONTOOS_BODY_TIMEOUT": str(BODY_TIMEOUT_S),
                 "ONTOOS_DATA_DIR": str(workdir / "embedded-unused"), "PYTHONUNBUFFERED": "1", **env_extra})
     stderr_path = workdir / "stderr.log"
@@ -143,7 +145,7 @@ def start_hostile_server(name: str, pg_dsn: str, workdir: Path, config_extra: di
         proc = subprocess.Popen(
             [serving.ontoos_executable(), "serve", "--http", f"127.0.0.1:{port}", "--config", str(config), *args],
             cwd=workdir, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
-    forbidden = [str(workdir), str(ROOT), "site-packages", pg_dsn, audit_dsn, database_of(audit_dsn), SLOW_SCHEMA,
+    forbidden = [str(workdir), str(ROOT), "site-packages", pg_dsn, read_dsn or pg_dsn, audit_dsn, database_of(audit_dsn), SLOW_SCHEMA,
                  "pg_sleep", PREFIX]
     if sock := pg_socket_dir(pg_dsn):
         forbidden.append(sock)

@@ -62,6 +62,7 @@ BUDGET_AND_ROLE = BUDGET + ", set_config('role', $4, true)"
 EXPLAIN = "EXPLAIN (FORMAT JSON) "  # prefixed to the guarded text, byte for byte
 LOG_CHECK_S = 60.0  # how long a role's answer is kept (grants applied meanwhile are seen within this)
 IDLE_CHECK_S = 1.0  # a connection idle longer than this is checked before use
+LOST_RETRIES = 2  # an exploration whose connection was lost is asked again this many times at most
 
 CONNECT_OPTIONS = " ".join(
     f"-c {k}={v}"
@@ -228,10 +229,11 @@ class Executor:
         except (psycopg.Error, PoolTimeout) as e:
             raise translate_plain(e) from None
 
-    async def run(self, q: CompiledQuery, *, dry_run: bool = False, retried: bool = False) -> Outcome:
+    async def run(self, q: CompiledQuery, *, dry_run: bool = False, lost: int = 0) -> Outcome:
         """Run (or, with dry_run, only plan) one compiled exploration. A connection that turns out lost
         (its server restarted, a standby gone, the backend terminated) is no answer: the exploration,
-        a read, is asked once more on another connection, which a multi-host DSN may find on another host."""
+        a read, is asked again on another connection, which a multi-host DSN may find on another host,
+        up to LOST_RETRIES times (a connection made as a standby began to stop is lost too)."""
         started = time.perf_counter()
         timeout_s = q.plan.timeout_ms / 1000 + CLIENT_MARGIN_S
         ceiling = None if dry_run else q.plan.max_cost
@@ -254,12 +256,24 @@ class Executor:
             raise time_budget(q, "CLIENT_DEADLINE") from None
         except (psycopg.Error, PoolTimeout) as e:
             if self._log_lost(q, e):  # the publish log went (or its grant) since it was checked: once more, without
-                return await self.run(q, dry_run=dry_run, retried=retried)
-            if not retried and connection_lost(e, conn):  # a read: asked again on another connection (host)
-                log.info("a pooled connection was lost (%s): the exploration is asked again on another",
-                         type(e).__name__)
-                return await self.run(q, dry_run=dry_run, retried=True)
+                return await self.run(q, dry_run=dry_run, lost=lost)
+            if connection_lost(e, conn):  # a read: asked again on another connection (host)
+                if lost < LOST_RETRIES:
+                    log.info("a pooled connection was lost (%s): the exploration is asked again on another",
+                             type(e).__name__)
+                    await self._drop_lost()
+                    return await self.run(q, dry_run=dry_run, lost=lost + 1)
+                log.warning("connections were lost %d times in a row (%s): the exploration is answered unavailable",
+                            lost + 1, type(e).__name__)
             raise translate(e, q) from None
+
+    async def _drop_lost(self) -> None:
+        """The pool's idle connections checked, the dead ones replaced: when a server goes (a standby
+        stopped), every connection to it is dead, and the retry must not be handed another of them."""
+        try:
+            await self.pool.check()
+        except Exception:  # the check is a courtesy to the retry: it never fails the request itself
+            log.debug("pool check after a lost connection failed", exc_info=True)
 
     def _log_lost(self, q: CompiledQuery, e: BaseException) -> bool:
         """Whether `e` may be the publish log's read failing (its table or grant gone since the last check,
@@ -340,10 +354,12 @@ def connection_lost(e: BaseException, conn) -> bool:
     """Whether `e` says the connection was lost (so another may answer), not that the statement failed."""
     if not isinstance(e, psycopg.OperationalError):
         return False
-    state = getattr(getattr(e, "diag", None), "sqlstate", None) or ""
+    state = getattr(e, "sqlstate", None) or ""
     if state == "57014":  # query_canceled: the statement timeout, the caller's own budget
         return False
-    return state.startswith("08") or state in LOST or (conn is not None and conn.broken)
+    # no SQLSTATE: the client's own failure (the socket closed under a pipeline, which may end in
+    # PipelineAborted before the connection is marked broken), never a statement the server refused
+    return not state or state.startswith("08") or state in LOST or (conn is not None and conn.broken)
 
 
 def work(plan: dict) -> float:

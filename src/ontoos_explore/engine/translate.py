@@ -75,6 +75,8 @@ def translate(e: BaseException, q: CompiledQuery) -> ExploreError:
             reason=f"SQLSTATE_{state}",
         )
     if isinstance(e, psycopg.OperationalError) or state[:2] in ("08", "53", "57"):
+        log.warning("the database could not answer %s: %s SQLSTATE %s", q.fingerprint, type(e).__name__,
+                    state or "none")
         return UpstreamError(reason=f"SQLSTATE_{state or 'NONE'}")
     log.error("unexpected database failure for %s: %s SQLSTATE %s", q.fingerprint, type(e).__name__, state)
     return InternalError("the exploration failed in the database", reason=f"SQLSTATE_{state}", code=Codes.DATABASE_ERROR)

@@ -24,6 +24,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.routing import Route
 
+from ..envelope import Answer
 from ..errors import ExploreError
 from . import bodies
 from .config import Authenticator
@@ -94,8 +95,8 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
         lifespan=lifespan_,
     )
 
-    def on_refusal(e: ExploreError, path: str) -> None:
-        tools.refuse(e, None, "mcp" if path.startswith("/mcp") else "rest")
+    def on_refusal(e: ExploreError, path: str) -> Answer:
+        return tools.refuse(e, None, "mcp" if path.startswith("/mcp") else "rest")
 
     app.state.floods = rest.floods = floods
     app.add_middleware(BearerAuth, authenticator=authenticator, on_refusal=on_refusal, floods=floods,

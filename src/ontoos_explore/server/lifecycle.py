@@ -100,7 +100,7 @@ class Draining:
     def __init__(self, app, drain: Drain, on_refusal=None) -> None:
         self.app = app
         self.drain = drain
-        self.on_refusal = on_refusal  # (error, path): the audit's record of a refused request
+        self.on_refusal = on_refusal  # (error, path) -> the Answer, recorded in the audit
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -110,9 +110,8 @@ class Draining:
             from .rest import answer_response  # the one HTTP shape of an answer (Retry-After from its wait)
 
             e = shutting_down()
-            if self.on_refusal is not None:
-                self.on_refusal(e, path)
-            return await answer_response(Answer.refusal(e), {"Connection": "close"})(scope, receive, send)
+            answer = Answer.refusal(e) if self.on_refusal is None else self.on_refusal(e, path)
+            return await answer_response(answer, {"Connection": "close"})(scope, receive, send)
         if path == "/mcp" and scope.get("method") == "GET":  # a stream: open until the client or the server ends it
             return await self.app(scope, receive, send)
         self.drain.in_flight += 1

@@ -37,7 +37,7 @@ from .sessions import COOKIE  # "ontoos_session": set by /governance/login, read
 
 
 class BearerAuth:
-    """ASGI middleware: the caller, or the refusal. `on_refusal(error, path)` records a 401."""
+    """ASGI middleware: the caller, or the refusal. `on_refusal(error, path)` records a 401 (-> its Answer)."""
 
     def __init__(self, app, authenticator: Authenticator, open_paths: tuple[str, ...] = ("/healthz",),
                  on_refusal=None, floods: AuthFloods | None = None, sessions=None) -> None:
@@ -76,9 +76,10 @@ class BearerAuth:
         if self.floods is not None and (wait := await self.floods.take((scope.get("client") or ("unknown",))[0])) > 0:
             return await answer_response(Answer.refusal(flooded(wait)))(scope, receive, send)
         e = _refusal(sent, cookie)
+        answer = Answer.refusal(e)
         if self.on_refusal is not None and scope["path"].startswith(("/mcp", "/api/")):
-            self.on_refusal(e, scope["path"])  # a request for data; not a browser's stray fetch
-        return await answer_response(Answer.refusal(e))(scope, receive, send)
+            answer = self.on_refusal(e, scope["path"])  # a request for data; not a browser's stray fetch
+        return await answer_response(answer)(scope, receive, send)
 
 
 def _refusal(sent: list[str], cookie: str | None) -> ExploreError:

@@ -173,8 +173,9 @@ class Tools:
 
     def refuse(self, e: ExploreError, principal: Principal | None, surface: str, source: Any = None) -> Answer:
         """A surface's own refusal of a request before any tool runs (its body, its session): answered
-        and recorded like a call's."""
-        answer = Answer.refusal(e, notice=self._notice(principal))
+        and recorded like a call's, under the id its envelope gives the caller to quote."""
+        answer = Answer.refusal(e, notice=self._notice(principal), exploration_id=new_id(),
+                                contract_hash=self.contract.hash)
         self.record(answer, principal, surface, source)
         return answer
 
