@@ -60,6 +60,17 @@ def test_consistency_is_fixed_read_only_when_read_in_the_rows_snapshot():
     assert render(SPEC, batches, consistent=True, now=NOW)["consistency"] == "fixed_read"
 
 
+def test_a_read_on_a_standby_says_so_and_its_lag_without_touching_the_rest():
+    batches = [batch("k8s", 6, 5), batch("gitlab", 9, 8)]
+    on_primary = render(SPEC, batches, consistent=True, now=NOW)
+    on_standby = render(SPEC, batches, consistent=True, now=NOW, replay_lag_s=2.5)
+    assert on_primary["replica"] is None
+    assert on_standby["replica"] == {"standby": True, "replay_lag_seconds": 2.5}
+    assert {k: v for k, v in on_standby.items() if k != "replica"} == {k: v for k, v in on_primary.items()
+                                                                       if k != "replica"}
+    assert render(SPEC, batches, consistent=True, now=NOW)["replica"] is None  # the cached part never keeps it
+
+
 def test_the_spec_reads_the_sources_of_the_datasets_and_their_parents_at_the_strictest_threshold():
     demo = load_contract(ROOT / "contracts" / "demo.yaml")
     everything = demo.scope(demo.role("admin"))

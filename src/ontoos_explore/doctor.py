@@ -28,6 +28,7 @@ import psycopg
 
 from . import drift as drift_
 from .contract import Contract, load_contract
+from .engine.executor import REPLAY_LAG
 from .engine.settings import Settings
 from .errors import ContractError, ExploreError
 from .evidence import render, spec_for
@@ -35,8 +36,6 @@ from .names import fold
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 GRANT_KINDS = ("missing_role", "grant_missing", "grant_extra")
-LAG = ("SELECT CASE WHEN pg_catalog.pg_is_in_recovery() "
-       "THEN extract(epoch FROM now() - pg_catalog.pg_last_xact_replay_timestamp()) END")
 
 
 @dataclass
@@ -69,7 +68,7 @@ async def diagnose(contract_path: Path, settings: Settings, server: str | None =
         dsn = settings.dsn or _embedded(settings, contract)
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True, connect_timeout=5) as conn:
             catalog, found = await drift_.inspect(conn, contract, settings)
-            lag = (await (await conn.execute(LAG)).fetchone())[0]
+            lag = (await (await conn.execute(REPLAY_LAG)).fetchone())[0]
             checks += [_database(catalog, lag), _drift(found), _grants(found, settings)]
             try:
                 checks.append(await _freshness(conn, contract, found))

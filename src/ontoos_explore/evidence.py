@@ -23,7 +23,12 @@ conservative over them:
 - `consistency`: `fixed_read` when the publish log and the rows were read in
   one snapshot (a REPEATABLE READ, READ ONLY transaction), else `unverified`;
 - `source_batch` (source -> batch id) and `batch_fingerprint`, a stable hash
-  of it: two answers with the same fingerprint read the same batches.
+  of it: two answers with the same fingerprint read the same batches;
+- `replica`: null when the rows were read on a primary; read on a hot standby,
+  `{"standby": true, "replay_lag_seconds": s}`, how far its data is behind the
+  primary's (0 when it has replayed all it received). The batches were read on
+  the same standby, in the same snapshot, so the times above are those of the
+  rows given, however far behind.
 """
 
 from __future__ import annotations
@@ -85,9 +90,10 @@ def spec_for(contract: Contract, datasets: Iterable[Dataset], scope: frozenset[s
 
 
 def render(spec: EvidenceSpec | None, batches: Sequence[Batch] | None, *, consistent: bool,
-           now: dt.datetime) -> dict[str, Any]:
+           now: dt.datetime, replay_lag_s: float | None = None) -> dict[str, Any]:
     """`meta.evidence`. `batches`: each source's current batch (None: not read); `consistent`: read in
-    the rows' own snapshot. All but the age depends only on the spec and the batches, which change when
+    the rows' own snapshot; `replay_lag_s`: read on a hot standby this far behind its primary (None: on
+    a primary). All but the age and the lag depends only on the spec and the batches, which change when
     the lake publishes: it is worked out once per (spec, batches, consistent) and copied (`_fixed`)."""
     fixed, oldest = _fixed(spec, None if batches is None else tuple(batches), consistent)
     freshness = dict(fixed["freshness"])
@@ -97,7 +103,8 @@ def render(spec: EvidenceSpec | None, batches: Sequence[Batch] | None, *, consis
         freshness["fresh"] = age <= spec.threshold_s
         if "estimated_from" in freshness:
             freshness["estimated_from"] = list(freshness["estimated_from"])
-    return {**fixed, "freshness": freshness, "source_batch": dict(fixed["source_batch"])}
+    replica = None if replay_lag_s is None else {"standby": True, "replay_lag_seconds": replay_lag_s}
+    return {**fixed, "freshness": freshness, "source_batch": dict(fixed["source_batch"]), "replica": replica}
 
 
 @functools.lru_cache(maxsize=1024)

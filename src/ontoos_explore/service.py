@@ -36,7 +36,7 @@ def success_envelope(q: CompiledQuery, out: Outcome, exploration_id: str,
     """The answer: its rows, and what they are (meta), their evidence included (`evidence.render`, aged
     at `now`, by default the clock's)."""
     evidence = render(q.plan.evidence, out.batches, consistent=out.consistent,
-                      now=now or dt.datetime.now(dt.timezone.utc))
+                      now=now or dt.datetime.now(dt.timezone.utc), replay_lag_s=out.replay_lag_s)
     return {
         "ok": True,
         "data": {"columns": list(q.columns), "rows": out.rows},

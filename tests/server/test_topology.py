@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
+import subprocess
 import threading
 import time
 from collections import Counter
@@ -31,7 +33,8 @@ import pytest
 import yaml
 
 from tests.conftest import DEMO_SCALE, DEMO_SEED
-from tests.server.test_hostile_support import request, start_hostile_server, token
+from tests import serving
+from tests.server.test_hostile_support import PREFIX, request, start_hostile_server, token
 from tests.topology import Postgres, read_dsn
 
 CLIENTS = 32
@@ -149,6 +152,7 @@ def _check_answers(dep: Deployment, clients: Clients, allow_503: bool = False) -
     for status, headers, body in clients.replies:
         if status == 200:
             assert body["data"]["rows"] == dep.expected  # no answer is wrong
+            assert body["meta"]["evidence"]["replica"]["standby"] is True  # and each was read on a standby
         else:
             assert allow_503 and status == 503, (status, body)
             assert body["error"]["subtype"] == "SHUTTING_DOWN" and headers.get("retry-after") == "1", (headers, body)
@@ -275,3 +279,48 @@ def test_the_primary_restarted_under_load(deployment):
     _reconciled(deployment, clients, since)
     for s in deployment.standbys:  # replication resumed
         s.wait_replayed(deployment.primary)
+
+
+def _doctor_env(srv, dsn: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONTOOS_")}
+    return {**env, "ONTOOS_DSN": dsn, "ONTOOS_AUDIT_DSN": srv.audit_dsn, "ONTOOS_ROLE_PREFIX": PREFIX,
+            "ONTOOS_CONTRACT": str(srv.workdir / "contract.yaml")}
+
+
+def test_answers_read_on_a_standby_say_so_and_how_far_behind_it_is(deployment, tmp_path):
+    """Replay paused on a standby while the primary publishes a new batch: an answer read there names the
+    batch its rows came from (the standby's), says it was read on a standby, and how far behind; `doctor`
+    on that standby says the same. Read on the primary, the new batch and no replica."""
+    standby, primary = deployment.standbys[0], deployment.primary
+    start = {k: v for k, v in deployment.start.items() if k not in ("root", "read_dsn", "args")}
+    behind = start_hostile_server("on-standby", workdir=tmp_path / "standby", read_dsn=standby.dsn("lake"), **start)
+    with psycopg.connect(standby.dsn(), autocommit=True) as conn:
+        conn.execute("SELECT pg_wal_replay_pause()")
+    try:
+        ask = lambda srv: request(srv, "POST", "/api/v1/explore", body=json.dumps(QUESTION)).json  # noqa: E731
+        before = ask(behind)["meta"]["evidence"]
+        assert before["replica"] == {"standby": True, "replay_lag_seconds": 0.0}  # caught up when paused
+        with psycopg.connect(primary.dsn("lake"), autocommit=True) as conn:
+            conn.execute("INSERT INTO lake.publish_log (source, batch_id, collected_at, published_at, as_of) "
+                         "VALUES ('k8s', 'k8s-newer', now(), now(), now())")
+        time.sleep(1.5)
+        lagging = ask(behind)["meta"]["evidence"]
+        doctor = subprocess.run([serving.ontoos_executable(), "doctor", "--json"], capture_output=True, text=True,
+                                timeout=120, env=_doctor_env(behind, standby.dsn("lake")))
+    finally:
+        with psycopg.connect(standby.dsn(), autocommit=True) as conn:
+            conn.execute("SELECT pg_wal_replay_resume()")
+        behind.stop_cleanly()
+    assert lagging["source_batch"] == before["source_batch"] and lagging["source_batch"]["k8s"] != "k8s-newer"
+    assert lagging["replica"]["standby"] is True and lagging["replica"]["replay_lag_seconds"] >= 1.0
+    (database,) = [c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "database"]
+    assert database["details"][0]["standby"] is True and database["details"][0]["replay_lag_s"] >= 1.0, database
+    standby.wait_replayed(primary)
+    with psycopg.connect(primary.dsn("lake"), autocommit=True) as conn:  # no test after this one sees it
+        conn.execute("DELETE FROM lake.publish_log WHERE batch_id = 'k8s-newer'")
+    on_primary = start_hostile_server("on-primary", workdir=tmp_path / "primary", read_dsn=primary.dsn("lake"), **start)
+    try:
+        evidence = request(on_primary, "POST", "/api/v1/explore", body=json.dumps(QUESTION)).json["meta"]["evidence"]
+    finally:
+        on_primary.stop_cleanly()
+    assert evidence["replica"] is None and evidence["source_batch"] == before["source_batch"]

@@ -60,6 +60,11 @@ BUDGET = ("SELECT set_config('statement_timeout', $1, true), set_config('lock_ti
           "set_config('idle_in_transaction_session_timeout', $3, true)")
 BUDGET_AND_ROLE = BUDGET + ", set_config('role', $4, true)"
 EXPLAIN = "EXPLAIN (FORMAT JSON) "  # prefixed to the guarded text, byte for byte
+# How far a hot standby's data is behind its primary, in seconds: none when it has replayed all it received
+# (an idle primary sends nothing, and a standby caught up is not behind however long ago the last commit was)
+REPLAY_LAG = ("SELECT CASE WHEN NOT pg_catalog.pg_is_in_recovery() THEN NULL "
+              "WHEN pg_catalog.pg_last_wal_receive_lsn() = pg_catalog.pg_last_wal_replay_lsn() THEN 0 "
+              "ELSE extract(epoch FROM now() - pg_catalog.pg_last_xact_replay_timestamp())::float8 END")
 LOG_CHECK_S = 60.0  # how long a role's answer is kept (grants applied meanwhile are seen within this)
 IDLE_CHECK_S = 1.0  # a connection idle longer than this is checked before use
 LOST_RETRIES = 2  # an exploration whose connection was lost is asked again this many times at most
@@ -92,6 +97,7 @@ class Outcome:
     cost: float | None = None  # the planner's estimate of the work (`work`), when it was asked: for the audit
     batches: list[Batch] | None = None  # the current batch of each source of the plan's evidence (None: not read)
     consistent: bool = False  # the batches were read in the rows' own snapshot
+    replay_lag_s: float | None = None  # read on a hot standby: how far behind its primary (None: on a primary)
 
 
 async def open_pool(dsn: str, settings: Settings) -> AsyncConnectionPool:
@@ -307,6 +313,8 @@ class Executor:
         if reads_log:
             reads_log = await self._may_read_log(conn, self._query_role(q), spec)
         evidence = conn.cursor() if reads_log else None
+        # on a hot standby (PostgreSQL reports it at connect and on promotion) the evidence says how far behind
+        lag = conn.cursor() if reads_log and conn.info.parameter_status("in_hot_standby") == "on" else None
         control, query = conn.cursor(), conn.cursor()
         async with conn.pipeline():
             await control.execute(BEGIN if evidence is None else BEGIN_SNAPSHOT)
@@ -328,10 +336,13 @@ class Executor:
             await query.execute(q.sql, params)
             if evidence is not None:  # after the query, in its snapshot: the batches its rows came from
                 await evidence.execute(current_batches_sql(spec.schema, spec.table), [list(spec.sources)])
+            if lag is not None:
+                await lag.execute(REPLAY_LAG)
             await control.execute(END)
             rows = await query.fetchall()
             oids = [c.type_code for c in query.description]
             found = None if evidence is None else batches(await evidence.fetchall())
+            behind = None if lag is None else (await lag.fetchone())[0]
         truncated = len(rows) > q.limit
         masked = q.plan.masked
         return Outcome(
@@ -342,6 +353,7 @@ class Executor:
             cost=estimate,
             batches=found,
             consistent=found is not None,
+            replay_lag_s=None if behind is None else round(float(behind), 3),
         )
 
 
