@@ -28,14 +28,22 @@ no token) and explorations past their time budget. Checked and reported:
   load (none active or idle in a transaction) and after shutdown (none);
 - the server's VmRSS sampled every second (start, peak, end, VmHWM);
 - after a clean shutdown, the audit holds exactly one event per request:
-  the events' ids are the exploration_ids the clients received (401s, which
-  carry none, by count), and `ontoos_audit.gaps` is empty.
+  the events' ids are the exploration_ids the clients received (a refusal
+  before any tool runs, a 401, carries the id of its event too), and
+  `ontoos_audit.gaps` is empty.
 
 With --outage N, the exploration database is stopped N seconds into the
 measured phase (for N seconds): requests that need it must be
 UPSTREAM_UNAVAILABLE (EX601, 503) while it is down, the others answered as
 usual, and after the restart the time to the first answered exploration is
 the recovery time; from then on, every exploration must be answered.
+
+With --standby, the lake is a primary and a hot standby on PostgreSQL's own
+streaming replication (benchmarks/replicas.py, made with pg_basebackup); the
+server reads from `standby,primary` (prefer-standby) and writes its audit to
+the primary. Half-way through the measured load the standby is stopped
+(`pg_ctl stop -m fast`) and started again --standby-down seconds later (15;
+0 leaves it away): every answer must still be the expected one.
 
 This is a check as much as a measurement: the exit status is 1 if any check
 fails. Timings depend on a busy shared machine; read them as orders.
@@ -72,6 +80,7 @@ from psycopg.conninfo import make_conninfo  # noqa: E402
 
 from benchmarks.common import CONTRACT_PATH, RESULTS, ROOT, log, machine, rss_kb, summary_ms, versions  # noqa: E402
 from benchmarks.db import DATA, ensure_database  # noqa: E402
+from benchmarks.replicas import Away, Embedded, Replicas  # noqa: E402
 from benchmarks.server_bench import _free_port, _ontoos, cpu_seconds, wait_healthy  # noqa: E402
 
 SCALE = 4.0
@@ -79,7 +88,12 @@ AUDIT_DB = "ontoos_load_audit"
 HASTY_MS = 100
 # the reader explores the published data with the viewer's budgets (the viewer itself keeps to named queries)
 PRINCIPALS = {"load-analyst": "analyst", "load-reader": "reader", "load-hasty": "hasty", "load-frugal": "frugal"}
-IN_FLIGHT = 16  # each principal's queries at once: 32 clients share 4 principals (the load measures throughput)
+# each principal's queries at once: 32 clients share 4 principals, and the load measures throughput, not the
+# cap (16 let a slow run's analyst clients be refused IN_FLIGHT); the cap itself is tested in tests/server
+IN_FLIGHT = 32
+# every client is one address here, as behind a balancer: 16 MCP clients' connections (a POST and a GET
+# stream each, and more while the SDK reconnects) went past the default 64 with one process
+CONNECTIONS_PER_CLIENT = 512
 FRUGAL_COST = 10_000
 LEAKS = ("Traceback", "SQLSTATE", "ONTOOS-SECRET-", "psycopg", "pg_catalog", "canceling statement", "pg_sleep")
 HEAVY = ("explore workloads via cluster_hosts, containers fields namespace, "
@@ -214,7 +228,8 @@ class Server:
             for p, r in PRINCIPALS.items()), encoding="utf-8")
         env = {k: v for k, v in os.environ.items() if not k.startswith("ONTOOS_")}
         env.update(ONTOOS_DSN=dsn, ONTOOS_AUDIT_DSN=audit_dsn, ONTOOS_CONTRACT=str(contract),
-                   ONTOOS_DATA_DIR=str(workdir / "unused"), PYTHONUNBUFFERED="1")
+                   ONTOOS_DATA_DIR=str(workdir / "unused"), PYTHONUNBUFFERED="1",
+                   ONTOOS_CONNECTIONS_PER_CLIENT=str(CONNECTIONS_PER_CLIENT))
         self.cmd = [_ontoos(), "serve", "--http", f"127.0.0.1:{self.port}",
                     "--config", str(config), *(["--workers", str(workers)] if workers > 1 else [])]
         self.stderr_path = workdir / "serve.stderr.log"
@@ -252,14 +267,6 @@ class Server:
                 self.proc.wait(timeout=10)
         self._err.close()
         return self.proc.returncode, round(time.perf_counter() - t0, 2)
-
-
-def activity(conn: psycopg.Connection) -> dict[str, int]:
-    """'app/state' -> backends, for the explorer's pool and the audit writer."""
-    rows = conn.execute(
-        "SELECT application_name, coalesce(state, '?'), count(*) FROM pg_catalog.pg_stat_activity "
-        "WHERE application_name IN ('ontoos-explore', 'ontoos-audit') GROUP BY 1, 2").fetchall()
-    return {f"{app}/{state}": n for app, state, n in rows}
 
 
 def _pool(acts: dict[str, int]) -> int:
@@ -331,6 +338,8 @@ class Client:
         self.stack = contextlib.AsyncExitStack()
         self.http = None
         self.sessions: dict[str, Any] = {}
+        self.session_stacks: dict[str, contextlib.AsyncExitStack] = {}  # one per MCP session: closed alone
+        self.close_errors: list[str] = []
 
     async def __aenter__(self) -> Client:
         if self.surface == "rest":
@@ -342,6 +351,8 @@ class Client:
         return self
 
     async def __aexit__(self, *exc) -> None:
+        for principal in list(self.session_stacks):
+            await self._forget(principal)
         await self.stack.aclose()
 
     async def _session(self, principal: str):
@@ -350,11 +361,24 @@ class Client:
             from mcp.client.streamable_http import streamable_http_client
             from mcp.shared._httpx_utils import create_mcp_http_client
 
-            http_client = await self.stack.enter_async_context(
+            stack = self.session_stacks[principal] = contextlib.AsyncExitStack()
+            http_client = await stack.enter_async_context(
                 create_mcp_http_client(headers={"Authorization": f"Bearer {self.srv.tokens[principal]}"}))
-            self.sessions[principal] = await self.stack.enter_async_context(
+            self.sessions[principal] = await stack.enter_async_context(
                 MCPClient(streamable_http_client(self.srv.base + "/mcp", http_client=http_client)))
         return self.sessions[principal]
+
+    async def _forget(self, principal: str) -> None:
+        """Close one MCP session (after a transport failure: the next call opens another); what closing
+        it raises is kept as a finding, never ends the client."""
+        self.sessions.pop(principal, None)
+        stack = self.session_stacks.pop(principal, None)
+        if stack is None:
+            return
+        try:
+            await stack.aclose()
+        except Exception as e:  # noqa: BLE001 - a broken session's exit: recorded, not raised
+            self.close_errors.append(f"{type(e).__name__}: {str(e)[:200]}")
 
     async def send(self, kind: Kind) -> tuple[Any, Any, str]:
         """-> (status, envelope, raw text)."""
@@ -382,12 +406,16 @@ class Client:
             kind = self.rng.choices(self.kinds, self.weights)[0]
             sent = time.monotonic()
             try:
+                if self.surface == "mcp":  # opened outside the timeout's scope, so it closes in its own at the end
+                    await self._session(kind.principal)
                 async with asyncio.timeout(90):
                     status, env, text = await self.send(kind)
             except Exception as e:  # a transport failure is a finding, not a crash of the load
                 done = time.monotonic()
                 self.records.append(Record(phase, self.surface, kind.name, sent, done, "transport", "transport", None,
-                                           False, f"{type(e).__name__}: {str(e)[:200]}"))
+                                           False, f"{type(e).__name__}: {_first_cause(e)[:300]}"))
+                if self.surface == "mcp":
+                    await self._forget(kind.principal)
                 await asyncio.sleep(0.05)
                 continue
             done = time.monotonic()
@@ -397,17 +425,19 @@ class Client:
             self.records.append(Record(phase, self.surface, kind.name, sent, done, status, code, ident, ok, why))
 
 
+def _first_cause(e: BaseException) -> str:
+    """The innermost error of an exception group (what the SDK's task group wraps), as text."""
+    while isinstance(e, BaseExceptionGroup) and e.exceptions:
+        e = e.exceptions[0]
+    return f"{type(e).__name__}: {e}"
+
+
 # ---------------------------------------------------------------- one run
 
 
 @dataclasses.dataclass
-class Outage:
-    after_s: float
-    down_s: float
-    stopping: float | None = None
-    down: float | None = None
-    starting: float | None = None
-    up: float | None = None
+class Outage(Away):
+    """PostgreSQL itself stopped `after_s` into the measured load, for `down_s` (the times as `Away`'s)."""
 
     def overlaps(self, sent: float, done: float) -> bool:
         """Could this request have met the outage (until the end of the run after the restart: the pool
@@ -415,34 +445,22 @@ class Outage:
         return self.stopping is not None and done >= self.stopping
 
 
-async def _sampler(srv: Server, dsn: str, samples: list[dict], stop: asyncio.Event, t0: float) -> None:
-    conn = await asyncio.to_thread(psycopg.connect, dsn, autocommit=True, application_name="ontoos-load-probe")
-    try:
-        while not stop.is_set():
-            try:
-                acts = await asyncio.to_thread(activity, conn)
-            except psycopg.Error:  # the database is down (an outage scenario)
-                acts = None
-                with contextlib.suppress(Exception):
-                    conn.close()
-                try:
-                    conn = await asyncio.to_thread(psycopg.connect, dsn, autocommit=True, connect_timeout=1,
-                                                   application_name="ontoos-load-probe")
-                except psycopg.Error:
-                    pass
-            samples.append({"t": round(time.monotonic() - t0, 1), "rss_kb": _tree_rss(srv.pid), "cpu_s": _childrencpu_seconds(srv.pid),
-                            "fds": _fds(srv.pid), "threads": _proc_status(srv.pid, "Threads"),
-                            "pool": _pool(acts) if acts is not None else None,
-                            "busy": _busy(acts) if acts is not None else None, "activity": acts})
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), 1.0)
-    finally:
-        conn.close()
+async def _sampler(srv: Server, lake, samples: list[dict], stop: asyncio.Event, t0: float) -> None:
+    while not stop.is_set():
+        acts = await asyncio.to_thread(lake.probe)  # None while the database is down (an outage scenario)
+        samples.append({"t": round(time.monotonic() - t0, 1), "rss_kb": _tree_rss(srv.pid),
+                        "cpu_s": _childrencpu_seconds(srv.pid), "fds": _fds(srv.pid),
+                        "threads": _proc_status(srv.pid, "Threads"),
+                        "pool": _pool(acts) if acts is not None else None,
+                        "busy": _busy(acts) if acts is not None else None, "activity": acts})
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 1.0)
 
 
-async def _outage(pg, outage: Outage, start_at: float) -> None:
+async def _outage(lake, outage: Outage, start_at: float) -> None:
     import pgserver
 
+    pg = lake.pg
     await asyncio.sleep(max(0.0, start_at - time.monotonic()))
     outage.stopping = time.monotonic()
     log(f"  outage: stopping PostgreSQL for {outage.down_s:g} s")
@@ -457,11 +475,11 @@ async def _outage(pg, outage: Outage, start_at: float) -> None:
     log(f"  outage: PostgreSQL is up again ({outage.up - outage.starting:.1f} s to start)")
 
 
-async def _load(srv: Server, dsn: str, args, records: list[Record], samples: list[dict], pg,
-                outage: Outage | None) -> dict:
+async def _load(srv: Server, lake, args, records: list[Record], samples: list[dict],
+                outage: Outage | None, away) -> dict:
     t0 = time.monotonic()
     stop_sampling = asyncio.Event()
-    sampler = asyncio.create_task(_sampler(srv, dsn, samples, stop_sampling, t0))
+    sampler = asyncio.create_task(_sampler(srv, lake, samples, stop_sampling, t0))
     window = outage.overlaps if outage else (lambda sent, done: False)
     clients = [Client(n, "rest" if n % 2 == 0 else "mcp", srv, args.seed, records) for n in range(args.clients)]
     warm_until = time.monotonic() + args.warmup
@@ -474,8 +492,13 @@ async def _load(srv: Server, dsn: str, args, records: list[Record], samples: lis
 
     tasks = [asyncio.create_task(life(c)) for c in clients]
     if outage is not None:
-        tasks.append(asyncio.create_task(_outage(pg, outage, warm_until + outage.after_s)))
+        tasks.append(asyncio.create_task(_outage(lake, outage, warm_until + outage.after_s)))
+    if away is not None:
+        tasks.append(asyncio.create_task(lake.take_away(away, warm_until + away.after_s)))
     await asyncio.gather(*tasks)
+    closing = [e for c in clients for e in c.close_errors]
+    if closing:
+        log(f"  {len(closing)} MCP session(s) failed as they closed, e.g. {closing[0]}")
     marks = {"load_started": warm_until - t0, "load_ended": until - t0, "clients_closed": time.monotonic() - t0}
     # every client has closed its sessions; let the pool settle, then look
     await asyncio.sleep(2.0)
@@ -489,7 +512,8 @@ def _pct(part: int, whole: int) -> str:
 
 
 def run(args) -> dict:
-    mode = ("outage, " if args.outage else "") + ("short" if args.short else "full")
+    mode = ("outage, " if args.outage else "") + ("standby away, " if args.standby else "") + \
+        ("short" if args.short else "full")
     workdir = DATA / "load"
     workdir.mkdir(parents=True, exist_ok=True)
     started = dt.datetime.now(dt.timezone.utc)
@@ -502,20 +526,31 @@ def run(args) -> dict:
     contract_path = load_contract_file(workdir)
     contract = load_contract(contract_path)
     log(f"load: {args.clients} clients for {args.seconds:g} s ({mode}), demo lakehouse at scale {SCALE:g}")
-    dsn, res["database"] = ensure_database(contract, SCALE, log=log)
-    from benchmarks.db import _servers
+    if args.standby:
+        lake = Replicas(contract, SCALE)
+        res["database"] = lake.info
+    else:
+        dsn, res["database"] = ensure_database(contract, SCALE, log=log)
+        from benchmarks.db import _servers
 
-    pg = _servers[-1]  # the pgserver handle ensure_database started (kept alive for this process)
-    audit_dsn = fresh_audit_db(dsn)
+        lake = Embedded(dsn, _servers[-1])  # the pgserver handle ensure_database started (kept alive)
+    try:
+        return _run(args, res, lake, contract_path)
+    finally:
+        lake.close()
+
+
+def _run(args, res: dict, lake, contract_path: Path) -> dict:
+    started = dt.datetime.fromisoformat(res["meta"]["date"])
+    audit_dsn = fresh_audit_db(lake.write_dsn)
     res["kinds"] = {k.name: {"principal": k.principal, "role": PRINCIPALS.get(k.principal), "tool": k.tool,
                              "args": k.args, "expect": f"{k.status} {k.code}", "weight": k.weight,
                              "rest_only": k.rest_only} for k in KINDS}
-    def probe() -> dict[str, int]:  # a fresh connection each time: the outage scenario breaks a kept one
-        with psycopg.connect(dsn, autocommit=True, application_name="ontoos-load-probe") as conn:
-            return activity(conn)
+    def probe() -> dict[str, int]:  # fresh connections each time: the outage scenario breaks a kept one
+        return lake.probe() or {}
 
-    pg_log_at = pg.log.stat().st_size
-    srv = Server(dsn, audit_dsn, contract_path, workdir, args.workers)
+    pg_logs_at = [path.stat().st_size for path in lake.logs()]
+    srv = Server(lake.dsn, audit_dsn, contract_path, DATA / "load", args.workers)
     log(f"  server ready in {srv.ready_s} s (pid {srv.pid}, port {srv.port}, {args.workers} worker(s))")
     workers = f" --workers {args.workers}" if args.workers > 1 else ""
     res["server"] = {"command": f"ontoos serve --http 127.0.0.1:PORT --config server.yaml{workers}",
@@ -527,10 +562,12 @@ def run(args) -> dict:
     records: list[Record] = []
     samples: list[dict] = []
     outage = Outage(args.outage_after, args.outage) if args.outage else None
-    cpu0, pg0, me0, wall0 = _childrencpu_seconds(srv.pid), _childrencpu_seconds(pg.get_pid()), os.times(), time.monotonic()
+    away = Away(args.seconds / 2, args.standby_down) if args.standby else None
+    pg_cpu = lambda: sum(_childrencpu_seconds(pid) or 0.0 for pid in lake.pids())  # noqa: E731
+    cpu0, pg0, me0, wall0 = _childrencpu_seconds(srv.pid), pg_cpu(), os.times(), time.monotonic()
     try:
-        marks = asyncio.run(_load(srv, dsn, args, records, samples, pg, outage))
-        me1, pg1, wall1 = os.times(), _childrencpu_seconds(pg.get_pid()), time.monotonic()
+        marks = asyncio.run(_load(srv, lake, args, records, samples, outage, away))
+        me1, pg1, wall1 = os.times(), pg_cpu(), time.monotonic()
         conns["after_load"] = probe()
         memory["end_kb"] = _tree_rss(srv.pid)
         memory["hwm_kb"] = _proc_status(srv.pid, "VmHWM")
@@ -544,12 +581,15 @@ def run(args) -> dict:
                       "stderr_lines": len(stderr.splitlines()), "stderr_tracebacks": stderr.count("Traceback"),
                       "stderr_tail": stderr[-1500:]}
     res |= summarize(records, samples, marks, memory, conns, outage)
+    if away is not None:
+        res["standby"] = standby_summary(away, records)
     res["cpu"] = {"wall_s": round(wall1 - wall0, 1), "server_s": res["server"]["cpu_s"],
-                  "postgres_s": None if outage else round(pg1 - pg0, 1),  # (an outage restarts its processes)
+                  # (an outage or a standby taken away restarts PostgreSQL's processes: not counted then)
+                  "postgres_s": None if outage or away else round(pg1 - pg0, 1),
                   "load_generator_s": round((me1.user + me1.system) - (me0.user + me0.system), 1),
                   "loadavg_end": [round(x, 2) for x in os.getloadavg()]}
     res["audit"] = reconcile(audit_dsn, records)
-    res["postgres_log"] = postgres_log(pg.log, pg_log_at, records)
+    res["postgres_log"] = postgres_log(list(zip(lake.logs(), pg_logs_at)), records)
     res["checks"] = checks(res, outage)
     res["meta"]["elapsed_s"] = round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 1)
     return res
@@ -639,11 +679,26 @@ def summarize(records: list[Record], samples: list[dict], marks: dict, memory: d
     return out
 
 
-def postgres_log(path: Path, offset: int, records: list[Record]) -> dict:
-    """What PostgreSQL says it cancelled during the run: the statement timeouts are its own."""
-    with open(path, "rb") as f:
-        f.seek(offset)
-        text = f.read().decode("utf-8", "replace")
+def standby_summary(away: Away, records: list[Record]) -> dict:
+    """The requests sent while the standby was away, and after it was back."""
+    t_first = min((r.sent for r in records), default=0.0)
+    back = away.up or float("inf")
+    during = [r for r in records if away.stopping is not None and away.stopping <= r.sent < back]
+    return {"stop_at_s": round(away.stopping - t_first, 1) if away.stopping else None,
+            "stop_took_s": round(away.down - away.stopping, 2) if away.down else None,
+            "down_s": round((away.starting or away.down or 0) - (away.down or 0), 1) if away.starting else None,
+            "requests_while_away": len(during), "unexpected_while_away": sum(not r.expected for r in during),
+            "p50_p99_ms_while_away": summary_ms([r.done - r.sent for r in during]) if during else None}
+
+
+def postgres_log(logs: list[tuple[Path, int]], records: list[Record]) -> dict:
+    """What PostgreSQL says it cancelled during the run (every server's log, from `offset`): the
+    statement timeouts are its own."""
+    text = ""
+    for path, offset in logs:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            text += f.read().decode("utf-8", "replace")
     timeouts = [r for r in records if r.code == "EX410"]
     return {"statement_timeout_cancels": text.count("canceling statement due to statement timeout"),
             "user_request_cancels": text.count("canceling statement due to user request"),
@@ -700,6 +755,10 @@ def checks(res: dict, outage: Outage | None) -> dict[str, bool]:
         "memory bounded (end within 1.5x of start, peak < 512 MiB)":
             bool(mem["start_kb"]) and mem["end_kb"] <= 1.5 * mem["start_kb"] and mem["peak_kb"] < 512 * 1024,
     }
+    if "standby" in res:
+        w = res["standby"]
+        out["standby: every request answered as expected while it was away"] = \
+            w["requests_while_away"] > 0 and w["unexpected_while_away"] == 0
     if outage is not None:
         o = res.get("outage", {})
         out |= {
@@ -726,8 +785,8 @@ def markdown(res: dict) -> str:
         "",
         f"{m['date']}, {mc.get('cpu_count')} CPUs ({mc.get('cpu_model', '?')}), load average {mc.get('loadavg_start')} "
         f"at start, commit {m['commit'][:10]}. `ontoos serve --http` against the demo lakehouse at scale "
-        f"{res['database']['scale']:g} ({res['database']['total_rows']:,} rows, embedded PostgreSQL "
-        f"{res['database']['server_version']}), audit on (its own database), pool of {res['server']['pool_max']}. "
+        f"{res['database']['scale']:g} ({res['database']['total_rows']:,} rows, "
+        f"{res['database'].get('topology', 'embedded PostgreSQL')} {res['database']['server_version']}), audit on (its own database), pool of {res['server']['pool_max']}. "
         f"Half the clients REST (httpx2), half MCP (the SDK client over streamable HTTP); each sends one request "
         f"after another from a seeded mix (`benchmarks/load.py`, KINDS). A shared 2-core machine: read the "
         f"timings as orders of magnitude.",
@@ -769,6 +828,14 @@ def markdown(res: dict) -> str:
                   f"need no database answered as usual (p99 {o['no_db_while_down_p99_ms']} ms). First answered "
                   f"exploration **{o['recovery_s']} s after the restart**; EX601 after that: "
                   f"{o['ex601_after_recovery']}."]
+    if "standby" in res:
+        w = res["standby"]
+        during = w["p50_p99_ms_while_away"] or {}
+        lines += ["", "## The standby taken away", "",
+                  f"Stopped (`pg_ctl stop -m fast`) {w['stop_at_s']} s into the run (the stop took {w['stop_took_s']} s)"
+                  + (f", away {w['down_s']} s, then started again" if w["down_s"] is not None else ", away to the end")
+                  + f". Requests sent while it was away: {w['requests_while_away']:,}, answered other than expected: "
+                  f"{w['unexpected_while_away']} (p50 {during.get('p50_ms', 0):.1f} ms, p99 {during.get('p99_ms', 0):.1f} ms)."]
     c = res["cpu"]
     lines += ["", f"CPU over the {c['wall_s']} s of load (2 cores, shared): the server {c['server_s']} s, PostgreSQL "
               f"{c['postgres_s']} s, this load generator (all {m['clients']} clients, one Python process) "
@@ -794,7 +861,7 @@ def markdown(res: dict) -> str:
               f"dropped or rejected (ontoos_audit.gaps): {audit['dropped_or_rejected']}; duplicate ids "
               f"{audit['duplicate_event_ids']}; ids received by clients but missing from the audit "
               f"{audit['ids_missing_from_audit']}; events without an id a client saw {audit['events_without_a_known_id']} "
-              f"(= the {audit['requests_without_id']} 401s, which carry none); breakdown by surface and code identical: "
+              f"(requests answered without an id: {audit['requests_without_id']}); breakdown by surface and code identical: "
               f"{audit['same_breakdown']}. Outcomes: "
               + ", ".join(f"{k} {v:,}" for k, v in sorted(audit["outcomes"].items())) + ".", ""]
     return "\n".join(lines)
@@ -812,6 +879,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--outage-after", type=float, default=10.0, help="seconds into the measured load (default 10)")
     ap.add_argument("--seed", type=int, default=8)
     ap.add_argument("--workers", type=int, default=1, help="serve --workers N (default 1: one process)")
+    ap.add_argument("--standby", action="store_true",
+                    help="a primary and a hot standby; the standby is taken away half-way (results/load-standby*)")
+    ap.add_argument("--standby-down", type=float, default=15.0, metavar="SECONDS",
+                    help="how long the standby stays away (default 15; 0: the rest of the run)")
     ap.add_argument("--out", help="result file stem under benchmarks/results (default: load, load-short, load-outage)")
     args = ap.parse_args(argv)
     if args.short:
@@ -821,7 +892,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.outage:  # long enough to see the recovery and what follows it
         args.seconds = max(args.seconds, args.outage_after + args.outage + 15.0)
     res = run(args)
-    stem = args.out or ("load" + ("-outage" if args.outage else "") + ("-short" if args.short else ""))
+    if args.standby and args.outage:
+        ap.error("--standby and --outage are two different runs")
+    stem = args.out or ("load" + ("-outage" if args.outage else "") + ("-standby" if args.standby else "")
+                        + ("-short" if args.short else ""))
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{stem}.json").write_text(json.dumps(res, indent=1, default=str) + "\n", encoding="utf-8")
     (RESULTS / f"{stem}.md").write_text(markdown(res), encoding="utf-8")

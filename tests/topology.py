@@ -9,7 +9,8 @@ replication, made with the PostgreSQL binaries on the machine (no helper of our 
     ...
     standby.stop(); standby.start(); primary.restart()     # what the tests do to it under load
 
-The binaries are those of `pg_ctl` on PATH (PostgreSQL 15 here), else the ones pgserver ships. As root,
+The binaries are those of `pg_ctl` on PATH (PostgreSQL 15 here), else (or with `bin=pgserver_bin()`)
+the ones pgserver ships (16: the benchmarks' embedded server's, so their plans compare). As root,
 PostgreSQL runs as the unprivileged user pgserver also uses (made if missing): it refuses to run as root.
 Each server listens on 127.0.0.1 only, with no Unix socket, in a data directory of `pg_data_dir`'s.
 """
@@ -51,13 +52,17 @@ class TopologyError(RuntimeError):
     """A PostgreSQL step failed: its output says why."""
 
 
+def pgserver_bin() -> Path:
+    import pgserver
+
+    return Path(pgserver.__file__).parent / "pginstall" / "bin"
+
+
 def bin_dir() -> Path:
     found = shutil.which("pg_ctl")
     if found:
         return Path(found).resolve().parent  # /usr/local/bin/pg_ctl -> /usr/lib/postgresql/15/bin
-    import pgserver
-
-    return Path(pgserver.__file__).parent / "pginstall" / "bin"
+    return pgserver_bin()
 
 
 def _system_user() -> str | None:
@@ -72,9 +77,9 @@ def _system_user() -> str | None:
     return PG_USER
 
 
-def _run(args: list[str], timeout: float = 120) -> str:
+def _run(bin: Path, args: list[str], timeout: float = 120) -> str:
     user = _system_user()
-    done = subprocess.run([str(bin_dir() / args[0]), *args[1:]], capture_output=True, text=True, timeout=timeout,
+    done = subprocess.run([str(bin / args[0]), *args[1:]], capture_output=True, text=True, timeout=timeout,
                           user=user, cwd="/")
     if done.returncode != 0:
         raise TopologyError(f"{args[0]} exited with {done.returncode}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
@@ -99,12 +104,13 @@ class Postgres:
     name: str
     data: Path
     port: int
+    bin: Path
 
     @classmethod
-    def initdb(cls, name: str) -> Postgres:
-        data = _owned_dir(name)
-        _run(["initdb", "--auth=trust", "--encoding=utf8", "--no-sync", "-U", SUPERUSER, "-D", str(data)])
-        server = cls(name, data, free_port())
+    def initdb(cls, name: str, bin: Path | None = None) -> Postgres:
+        data, bin = _owned_dir(name), bin or bin_dir()
+        _run(bin, ["initdb", "--auth=trust", "--encoding=utf8", "--no-sync", "-U", SUPERUSER, "-D", str(data)])
+        server = cls(name, data, free_port(), bin)
         server._configure(port=str(server.port), **SETTINGS)
         return server
 
@@ -112,9 +118,9 @@ class Postgres:
         """A hot standby of this (running) primary: pg_basebackup with -R writes its primary_conninfo
         and standby.signal; it gets a port of its own."""
         data = _owned_dir(name)
-        _run(["pg_basebackup", "-h", "127.0.0.1", "-p", str(self.port), "-U", SUPERUSER, "-D", str(data),
+        _run(self.bin, ["pg_basebackup", "-h", "127.0.0.1", "-p", str(self.port), "-U", SUPERUSER, "-D", str(data),
               "-R", "-X", "stream", "-c", "fast", "--no-sync"])
-        standby = Postgres(name, data, free_port())
+        standby = Postgres(name, data, free_port(), self.bin)
         standby._configure(port=str(standby.port))
         return standby
 
@@ -130,7 +136,7 @@ class Postgres:
         return self.data.parent / "server.log"
 
     def _pg_ctl(self, *args: str, timeout: float = 120) -> None:
-        _run(["pg_ctl", "-D", str(self.data), "-w", "-t", str(int(timeout)), *args], timeout=timeout + 10)
+        _run(self.bin, ["pg_ctl", "-D", str(self.data), "-w", "-t", str(int(timeout)), *args], timeout=timeout + 10)
 
     def start(self) -> Postgres:
         if not self.log.exists():  # the server writes it as its own user

@@ -245,6 +245,7 @@ async def test_a_dsn_of_several_hosts_reads_from_one_that_answers(server, contra
     (psycopg.errors.QueryCanceled("canceling statement due to statement timeout"), False),  # the caller's budget
     (psycopg.errors.DiskFull("no space"), False),  # 53100: the statement, not the connection
     (psycopg.errors.DivisionByZero("division by zero"), False),  # not an OperationalError at all
+    (__import__("psycopg_pool").PoolTimeout("no connection in 1 s"), False),  # one, but no connection was had
 ])
 def test_what_counts_as_a_lost_connection(error, lost):
     """A lost connection is asked again elsewhere; a statement the server refused is the answer."""

@@ -8,6 +8,8 @@ in once is served by whichever worker answers, forms included.
 
 from __future__ import annotations
 
+import pytest
+
 from ontoos_explore.server.config import Principal
 from ontoos_explore.server.sessions import Sessions
 from tests.governance.dashboard import REV, call, post_form, sign_in, start_dashboard
@@ -49,6 +51,21 @@ def test_what_another_process_does_not_take():
     assert b.get(fresh.id) is None  # expired
 
 
+def test_a_sign_out_told_to_another_process_ends_the_session_there():
+    (a, b), _ = two()
+    told: list[tuple[bytes, float]] = []
+    a.on_end = lambda key, until: told.append((key, until))
+    opened = a.open(REX)
+    assert b.get(opened.id) is not None  # b has taken it into its table
+    a.end(opened.id)
+    [(key, until)] = told
+    assert until == pytest.approx(1_000_000.0 + 3600, abs=1)  # the wall-clock expiry: the row may go then
+    assert b.forget(told) == 1 and b.get(opened.id) is None
+    assert b.forget(told) == 0  # told twice: ended once
+    a.end("not-a-session-at-all")
+    assert len(told) == 1  # only a session that was open is told
+
+
 def test_without_a_secret_ids_are_this_processs_own():
     a, b = Sessions(3600), Sessions(3600)
     opened = a.open(REX)
@@ -66,3 +83,21 @@ def test_a_reviewer_signed_in_once_is_served_by_either_worker(pg_dsn, tmp_path):
         dash.srv.stop_cleanly()
     assert pages == [200] * 16
     assert approved == [303] * 4
+
+
+def test_a_sign_out_on_either_worker_ends_the_session_on_both(pg_dsn, tmp_path):
+    """Signed out through whichever worker took the form, the cookie is refused by both within about a
+    second (the ended session's key goes through the shared state)."""
+    import time
+
+    dash = start_dashboard(pg_dsn, tmp_path / "dash", args=("--workers", "2"))
+    try:
+        signed = sign_in(dash, REV)
+        assert [call(dash, "GET", "/governance", headers=signed.header).status for _ in range(8)] == [200] * 8
+        out = post_form(dash, "/governance/logout", {}, signed)
+        assert out.status == 303 and out.headers["location"] == "/governance/login?done=signed_out"
+        time.sleep(2.0)
+        after = [call(dash, "GET", "/governance", headers=signed.header) for _ in range(16)]
+    finally:
+        dash.srv.stop_cleanly()
+    assert [(r.status, r.headers.get("location")) for r in after] == [(303, "/governance/login")] * 16

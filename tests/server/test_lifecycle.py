@@ -73,14 +73,14 @@ def embedded() -> Path:
     return pg_data_dir("lifecycle")
 
 
-def _start_embedded(data_dir: Path, workdir: Path) -> serving.Server:
+def _start_embedded(data_dir: Path, workdir: Path, **env: str) -> serving.Server:
     workdir.mkdir(parents=True, exist_ok=True)
     port = serving.free_port()
     err = workdir / "stderr.log"
     with open(err, "wb") as errf:
         proc = subprocess.Popen([serving.ontoos_executable(), "serve", "--http", f"127.0.0.1:{port}"], cwd=workdir,
-                                env=_env(ONTOOS_DATA_DIR=str(data_dir)), stdout=subprocess.DEVNULL, stderr=errf,
-                                stdin=subprocess.DEVNULL)
+                                env=_env(ONTOOS_DATA_DIR=str(data_dir), **env), stdout=subprocess.DEVNULL,
+                                stderr=errf, stdin=subprocess.DEVNULL)
     return serving.Server("lifecycle", "127.0.0.1", port, proc, workdir, err).wait_healthy()
 
 
@@ -109,6 +109,24 @@ def test_the_server_says_where_it_listens_and_what_it_serves(embedded, tmp_path)
         assert any(got.startswith("ontoos: contract ") and "drift: none" in got for got in err.splitlines()), err
     finally:
         srv.stop_cleanly()
+
+
+def test_with_json_logs_the_start_lines_are_json_lines_too(embedded, tmp_path):
+    srv = _start_embedded(embedded, tmp_path / "json", ONTOOS_LOG_FORMAT="json")
+    try:
+        _wait_lines(srv, "/governance")
+        request(srv, "POST", "/api/v1/explore", who=None, body="{}")  # a request line as well
+        _wait_lines(srv, '"message": "request"')
+    finally:
+        srv.stop_cleanly()
+    lines = [json.loads(line) for line in srv.stderr().splitlines()]  # every line of stderr is one JSON object
+    said = {d["message"] for d in lines if d["logger"] == "ontoos_explore.server"}
+    base = f"http://127.0.0.1:{srv.port}"
+    assert f"REST {base}/api/v1/explore (and /api/v1/catalog, /healthz, /readyz)" in said, said
+    assert f"MCP {base}/mcp (streamable HTTP)" in said and f"dashboard {base}/governance" in said
+    assert any(m.startswith("contract ") and "drift: none" in m for m in said)
+    assert any(m.startswith("draining (pid ") for m in said)  # the stop said so, as JSON too
+    assert all(d["level"] in ("INFO", "WARNING") and d["ts"].endswith("+00:00") for d in lines)
 
 
 @pytest.mark.parametrize("signals", [("SIGTERM",), ("SIGINT",), ("SIGTERM", "SIGTERM"), ("SIGINT", "SIGTERM")],

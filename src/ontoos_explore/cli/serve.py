@@ -14,6 +14,7 @@ import dataclasses
 import json
 import sys
 
+from ..server.logs import say
 from .common import EXIT_INTERNAL, EXIT_OK, EXIT_REJECTED, UsageError, _envelope_for_usage, _load, _role, _settings, exit_code
 
 
@@ -38,9 +39,9 @@ def cmd_serve(args) -> int:
     config = load_config(settings.config, contract) if settings.config else ServerConfig()
     registry = live_registry(settings, contract)
     if registry.error is not None:
-        sys.stderr.write(f"ontoos: {registry.error.message}; serving no named queries until it can be read\n")
+        say(f"{registry.error.message}; serving no named queries until it can be read", "WARNING")
     for ident, problem in registry.problems:
-        sys.stderr.write(f"ontoos: named query {ident} skipped: {problem}\n")
+        say(f"named query {ident} skipped: {problem}", "WARNING")
     if args.stdio:
         if args.workers != 1:
             raise UsageError("--workers is for --http: serve --stdio serves the one caller that started it")
@@ -86,10 +87,10 @@ def _serve_http(args, contract, settings, config, registry) -> int:
     try:
         sock = listen(host, int(port))  # first: an address in use is said before anything starts
     except ListenError as e:
-        sys.stderr.write(f"ontoos: {e}\n")
+        say(str(e), "ERROR")
         return EXIT_INTERNAL
     if not config.principals:
-        sys.stderr.write("ontoos: no principals configured (--config): every request will be refused\n")
+        say("no principals configured (--config): every request will be refused", "WARNING")
     from ..server.connections import serve
 
     dsn = resolve_dsn(settings, contract)
@@ -103,8 +104,8 @@ def _serve_http(args, contract, settings, config, registry) -> int:
             import secrets
 
             settings = dataclasses.replace(settings, secret=secrets.token_urlsafe(32))
-            sys.stderr.write("ontoos: ONTOOS_SECRET is not set: the workers share a random secret of this server "
-                             "(its cursors and dashboard sessions end with it; other servers refuse them)\n")
+            say("ONTOOS_SECRET is not set: the workers share a random secret of this server (its cursors and "
+                "dashboard sessions end with it; other servers refuse them)", "WARNING")
 
     def one_server(index: int, lines: list[str] | None) -> int:
         drain = Drain(settings.drain_timeout_s)

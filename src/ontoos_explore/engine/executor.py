@@ -364,7 +364,7 @@ LOST = ("57P01", "57P02", "57P03")
 
 def connection_lost(e: BaseException, conn) -> bool:
     """Whether `e` says the connection was lost (so another may answer), not that the statement failed."""
-    if not isinstance(e, psycopg.OperationalError):
+    if not isinstance(e, psycopg.OperationalError) or isinstance(e, PoolTimeout):  # (no connection came: no retry)
         return False
     state = getattr(e, "sqlstate", None) or ""
     if state == "57014":  # query_canceled: the statement timeout, the caller's own budget

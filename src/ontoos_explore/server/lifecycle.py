@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import sys
 import time
 from typing import Any
 
@@ -33,6 +32,7 @@ import uvicorn
 
 from ..envelope import Answer
 from ..errors import shutting_down
+from .logs import say
 
 log = logging.getLogger("ontoos_explore.server")
 
@@ -83,8 +83,8 @@ class Drain:
     def begin(self) -> None:
         if self.since is None:
             self.since = time.monotonic()
-            sys.stderr.write(f"ontoos: draining (pid {os.getpid()}): {self.in_flight} requests in flight, new "
-                             f"ones answered 503 (at most {self.timeout_s:g} s)\n")
+            say(f"draining (pid {os.getpid()}): {self.in_flight} requests in flight, new ones answered 503 "
+                f"(at most {self.timeout_s:g} s)")
 
     def left_s(self) -> float:
         return 0.0 if self.since is None else max(0.0, self.timeout_s - (time.monotonic() - self.since))
@@ -134,8 +134,7 @@ class GracefulServer(uvicorn.Server):
         await super().startup(sockets=sockets)
         if self.started and not self.should_exit:
             for line in self.lines:
-                sys.stderr.write(line + "\n")
-            sys.stderr.flush()
+                say(line.removeprefix("ontoos: "))
 
     def handle_exit(self, sig: int, frame: Any) -> None:  # uvicorn's signal handler; never raised again
         self.signals += 1

@@ -2,7 +2,8 @@
 
 `ONTOOS_LOG_FORMAT=json` makes every log record one JSON object on a line of
 stderr (`ts`, `level`, `logger`, `message`, and a record's own fields), the
-HTTP server's too, and adds one `request` line per answer (`request`):
+HTTP server's and the operator's lines (`say`: where it listens, its contract)
+too, and adds one `request` line per answer (`request`):
 
     {"ts": "...", "level": "INFO", "logger": "ontoos_explore.requests", "message": "request",
      "exploration_id": "...", "surface": "rest", "tool": "ontoos_explore", "principal": "alice",
@@ -49,6 +50,19 @@ def to_stderr(level: str = "WARNING", fmt: str = "text") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+
+
+def say(text: str, level: str = "INFO") -> None:
+    """A line the server says to its operator (where it listens, its contract and drift, draining, a
+    worker replaced, a warning of its configuration): `ontoos: text` on stderr, or, with JSON logs, a
+    JSON line like every other (logger `ontoos_explore.server`), so a log shipper reads one format."""
+    if _JSON["on"]:
+        line = json.dumps({"ts": dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"),
+                           "level": level, "logger": "ontoos_explore.server", "message": text}, ensure_ascii=False)
+    else:
+        line = f"ontoos: {text}"
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def request(answer: Any, principal: Any, surface: str, tool: str, seconds: float | None) -> None:

@@ -22,7 +22,6 @@ import contextlib
 import gc
 import json
 import logging
-import sys
 from pathlib import Path
 
 import anyio
@@ -38,6 +37,7 @@ from ..governance.registry import Registry
 from ..governance.store import LiveRegistry, store_for
 from ..service import Answer, Explorer
 from .config import Authenticator, Principal, ServerConfig
+from .logs import say
 from .app import build_app, running
 from .tools import Tools
 
@@ -90,16 +90,22 @@ def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerCon
     async def lifespan(app):
         pool = await open_pool(dsn, settings)
         tools.explorer = Explorer(contract, Executor(pool, settings), lake=lake)
+        following = sign_outs = None
         if settings.shared_limits:  # the deployment's limits, kept where its audit is (the primary)
             from .shared_limits import SharedLimits
 
             tools.admission.shared = SharedLimits(settings.audit_dsn or dsn)
             if app.state.floods is not None:  # the per-address limit of requests without a valid token too
                 app.state.floods.shared = tools.admission.shared
+            if settings.secret:  # signed sessions any process serves: a sign-out anywhere ends them everywhere
+                from .shared_sessions import SignOuts
+
+                sign_outs = SignOuts(tools.admission.shared, governance.sessions)
+                following = asyncio.ensure_future(sign_outs.follow())
         if tools.audit is not None:
             await tools.audit.start()
         try:
-            async with watching(lake, pool, dsn, settings, say=not quiet):
+            async with watching(lake, pool, dsn, settings, announce=not quiet):
                 gc.collect()
                 gc.freeze()  # the contract, grammar and dialect tables stay: full collections need not walk them
                 try:
@@ -107,6 +113,11 @@ def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerCon
                 finally:
                     await close_audit(tools.audit)
         finally:
+            if following is not None:
+                following.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await following
+                await sign_outs.settled()
             if tools.admission.shared is not None:
                 await tools.admission.shared.close()
             await pool.close()
@@ -146,13 +157,13 @@ async def run_stdio(contract: Contract, settings: Settings, dsn: str, principal:
 
 
 @contextlib.asynccontextmanager
-async def watching(lake: LakeState, pool, dsn: str, settings: Settings, say: bool = True):
+async def watching(lake: LakeState, pool, dsn: str, settings: Settings, announce: bool = True):
     """The contract compared with the database before the first request (never fatal: what drifted is
-    degraded), the start line on stderr (`say`: the contract hash and the drift summary), `_notice` on
+    degraded), the start line on stderr (`announce`: the contract hash and the drift summary), `_notice` on
     every envelope, and the comparison made again on the interval and on NOTIFY while the server runs."""
     lake.update(await drift.check(pool, lake.contract, settings, timeout_s=START_CHECK_S))
-    if say:
-        sys.stderr.write(f"ontoos: contract {lake.contract.hash}; {lake.drift.summary()}\n")
+    if announce:
+        say(f"contract {lake.contract.hash}; {lake.drift.summary()}")
     remove = install_notice(lambda: lake.notice)
     task = asyncio.create_task(Watcher(lake, pool, dsn, settings).run())
     try:
@@ -218,8 +229,8 @@ def log_to_stderr(level: str = "WARNING", fmt: str = "text") -> None:
 def cursors_for(settings: Settings, warn: bool = True) -> Cursors:
     """The cursors of this server: signed with ONTOOS_SECRET, else (with a warning) a random secret."""
     if settings.secret is None and warn:
-        sys.stderr.write("ontoos: ONTOOS_SECRET is not set: cursors are signed with a random secret of this "
-                         "process (they end with it, and other processes of the deployment refuse them)\n")
+        say("ONTOOS_SECRET is not set: cursors are signed with a random secret of this process (they end with "
+            "it, and other processes of the deployment refuse them)", "WARNING")
     return Cursors(settings.secret, settings.cursor_ttl_s)
 
 

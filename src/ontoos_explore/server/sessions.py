@@ -26,8 +26,10 @@ wall-clock seconds; HMAC-SHA256), and a process that did not open it takes it
 into its table when the signature holds, the expiry has not passed, it has
 not ended here, and the configuration still names the principal a reviewer.
 Signing out ends it in the process that answered (and the browser drops the
-cookie); another process would take the same cookie until it expires, which
-is why it is HttpOnly, SameSite=Strict and on /governance only.
+cookie); with the shared state on, `on_end` tells the others
+(`shared_sessions.py`), which `forget` it within about a second. Without it,
+another process would take the same cookie until it expires, which is why it
+is HttpOnly, SameSite=Strict and on /governance only.
 """
 
 from __future__ import annotations
@@ -90,6 +92,8 @@ class Sessions:
         self._resolve = resolve
         self._wall = wall
         self._ended: dict[bytes, float] = {}  # sha256(id) -> its wall-clock expiry: ended or dropped here
+        # (key, wall-clock expiry) of a signed session signed out here: told to the other processes
+        self.on_end: Callable[[bytes, float], None] | None = None
 
     def __len__(self) -> int:
         return len(self._open)
@@ -171,7 +175,19 @@ class Sessions:
         with self._lock:
             session = self._open.get(key)
             self._drop(key)
-            return session
+        if session is not None and self._key is not None and self.on_end is not None:
+            self.on_end(key, self._wall() + max(0.0, session.expires - self.clock()))
+        return session
+
+    def forget(self, ended: list[tuple[bytes, float]]) -> int:
+        """Sessions another process ended, (key, wall-clock expiry) each: ended here too, and not taken
+        again. -> how many were open here."""
+        with self._lock:
+            found = 0
+            for key, until in ended:
+                found += self._open.pop(key, None) is not None
+                self._ended[key] = until
+            return found
 
     def principal_for(self, session_id: str | None) -> Principal | None:
         session = self.get(session_id)

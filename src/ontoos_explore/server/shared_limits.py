@@ -18,7 +18,8 @@ else the exploration database) with atomic statements:
   when it ends. A process that dies, or whose connection breaks, gives back
   its slots with its session: nothing leaks.
 
-One connection per process; statements go one at a time (each about 0.1 ms
+The same connection writes and reads the dashboard's sign-outs
+(`shared_sessions.py`). One connection per process; statements go one at a time (each about 0.1 ms
 on a local socket: `benchmarks/shared_limits_bench.py` measures them). When
 the state database cannot be reached, the process keeps its own buckets and
 counts (the limits are then per process for that while; logged once) and
@@ -44,6 +45,11 @@ CREATE UNLOGGED TABLE IF NOT EXISTS ontoos_state.buckets (
   tokens double precision NOT NULL,
   at     timestamptz NOT NULL,
   taken  boolean NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ontoos_state.ended_sessions (
+  key   bytea PRIMARY KEY,
+  until timestamptz NOT NULL,
+  at    timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 """
 # $1 key, $2 burst, $3 tokens per second: refilled for the time since `at`, then one taken if there is one
@@ -107,7 +113,7 @@ class SharedLimits:
         self._held.clear()  # slots of a connection that broke were given back with its session
         return conn
 
-    async def _ask(self, sql: str, params: list) -> list[tuple]:
+    async def ask(self, sql: str, params: list) -> list[tuple]:
         async with self._lock:
             conn = await self._connection()
             try:
@@ -132,7 +138,7 @@ class SharedLimits:
     async def take(self, key: str, burst: int, per_second: float) -> float:
         """One token of `key`'s bucket: 0.0 to go ahead, else the seconds until there is one.
         Unavailable when the database cannot be asked."""
-        ((taken, tokens),) = await self._ask(TAKE, [key, float(burst), float(per_second)])
+        ((taken, tokens),) = await self.ask(TAKE, [key, float(burst), float(per_second)])
         return 0.0 if taken else (1.0 - tokens) / per_second
 
     def _free(self, principal: str, cap: int) -> list[int]:
@@ -153,7 +159,7 @@ class SharedLimits:
             return None
 
         async def ask():
-            rows = await self._ask(ACQUIRE, [[slot_key(principal, i) for i in free], free])
+            rows = await self.ask(ACQUIRE, [[slot_key(principal, i) for i in free], free])
             return self._taken(principal, rows[0][0] if rows else None)
 
         return await self._kept(principal, ask(), lambda got: got)
@@ -166,7 +172,7 @@ class SharedLimits:
             return await self.take(key, burst, per_second), None
 
         async def ask():
-            ((taken, tokens, slot),) = await self._ask(TAKE_AND_ACQUIRE, [key, float(burst), float(per_second),
+            ((taken, tokens, slot),) = await self.ask(TAKE_AND_ACQUIRE, [key, float(burst), float(per_second),
                                                                           [slot_key(principal, i) for i in free], free])
             return (0.0 if taken else (1.0 - tokens) / per_second), self._taken(principal, slot)
 
@@ -192,7 +198,7 @@ class SharedLimits:
         if self._held.get((principal, slot)) != generation:
             return
         try:
-            await self._ask(RELEASE, [slot_key(principal, slot)])
+            await self.ask(RELEASE, [slot_key(principal, slot)])
         except Unavailable:
             pass
         if self._held.get((principal, slot)) == generation:

@@ -34,6 +34,8 @@ import time
 import traceback
 from collections.abc import Callable
 
+from .logs import say
+
 log = logging.getLogger("ontoos_explore.server")
 
 HANDLED = (signal.SIGTERM, signal.SIGINT)
@@ -86,10 +88,9 @@ def supervise(n: int, work: Callable[[int], int], lines: list[str] | None = None
     try:
         for index in range(n):
             spawn(index)
-        sys.stderr.write(f"ontoos: {n} workers (pids {', '.join(map(str, children))})\n")
+        say(f"{n} workers (pids {', '.join(map(str, children))})")
         for line in lines or ():
-            sys.stderr.write(line + "\n")
-        sys.stderr.flush()
+            say(line.removeprefix("ontoos: "))
         while children:
             try:
                 pid, status = os.waitpid(-1, 0)
@@ -106,12 +107,12 @@ def supervise(n: int, work: Callable[[int], int], lines: list[str] | None = None
                 restarts.popleft()
             code = os.waitstatus_to_exitcode(status)
             if len(restarts) > MAX_RESTARTS:
-                sys.stderr.write(f"ontoos: worker {pid} exited with {code}, the {len(restarts)}th in "
-                                 f"{RESTART_WINDOW_S:g} s: stopping the server\n")
+                say(f"worker {pid} exited with {code}, the {len(restarts)}th in {RESTART_WINDOW_S:g} s: "
+                    "stopping the server", "ERROR")
                 failed = True
                 on_signal(signal.SIGTERM, None)
                 continue
-            sys.stderr.write(f"ontoos: worker {pid} exited with {code}; starting another\n")
+            say(f"worker {pid} exited with {code}; starting another", "WARNING")
             spawn(index)
     finally:
         for sig, handler in previous.items():
