@@ -99,6 +99,13 @@ def test_first_block_is_exactly_two_command_lines():
     assert all(not line.lstrip().startswith("#") for line in lines)
 
 
+def test_the_first_command_installs_only_what_the_demo_needs():
+    _, body = blocks()[0]
+    first, second = [line for line in body.split("\n") if line.strip()]
+    assert "pip install -q -e . " in first and "[" not in first and first.endswith("ontoos demo")
+    assert "-e '.[test]'" in second and second.endswith("pytest -q")
+
+
 def test_ci_runs_the_readme_commands_verbatim():
     _, body = blocks()[0]
     ci_lines = CI_RUN.split("\n")

@@ -179,7 +179,7 @@ async def test_a_refused_request_is_recorded_once_and_never_reaches_a_tool(tools
     ("ontoos_catalog", {"dataset": 5}, "EX102", "'dataset' must be a string", '{"dataset": "workloads"}'),
     ("ontoos_catalog", {"dataset": "hosts", "sql": "select 1"}, "EX102", "ontoos_catalog has no argument 'sql'",
      "arguments: name, dataset"),
-    ("ontoos_queries", {"all": True}, "EX102", "ontoos_queries has no argument 'all'", "arguments: domain, q"),
+    ("ontoos_queries", {"all": True}, "EX102", "ontoos_queries has no argument 'all'", "arguments: id, domain, q"),
     ("ontoos_run_query", {"id": 5}, "EX102", "'id' must be a string", "ontoos_queries"),
     ("ontoos_run_query", {}, "EX102", "'id' must be a string", None),
     ("ontoos_run_query", {"id": "x", "params": [1]}, "EX208", "there are no named queries", None),  # params: the registry's
@@ -239,7 +239,7 @@ def test_the_published_schemas_are_the_models():
     assert {"$ref": "#/$defs/FilterObject"} == explore["properties"]["filter"]["anyOf"][1]["items"]
     queries = input_schema(QueriesInput)
     assert (set(queries["properties"]), queries.get("required", []), queries["additionalProperties"]) == \
-        ({"domain", "q"}, [], False)
+        ({"id", "domain", "q"}, [], False)
     run_query = input_schema(RunQueryInput)  # a cursor alone asks its own question: no id needed with it
     assert (set(run_query["properties"]), run_query.get("required", [])) == ({"id", "params", "require", "cursor"}, [])
     assert [model for _, _, model in TOOLS.values()] == [CatalogInput, ExploreInput, QueriesInput, RunQueryInput,

@@ -224,6 +224,16 @@ class Registry:
                 if q.status in statuses and all(fold(d) in scope for d in q.datasets)
                 and (q.roles is None or fold(role.name) in {fold(r) for r in q.roles})]
 
+    def entry(self, role_name: str, ident: Any, statuses: tuple[str, ...] = ("approved",)) -> NamedQuery:
+        """The named query of this id the role may run; InputError UNKNOWN_QUERY (with did-you-mean among
+        those it may run) otherwise: one it may not run is refused as one that does not exist."""
+        visible = {fold(q.id): q for q in self.visible(role_name, statuses)}
+        entry = visible.get(fold(ident)) if isinstance(ident, str) else None
+        if entry is None:
+            hint, _ = did_you_mean(str(ident), [q.id for q in visible.values()], "named queries you may run")
+            raise InputError(Codes.UNKNOWN_QUERY, f"'{str(ident)[:60]}' is not a named query you may run", hint=hint)
+        return entry
+
     async def run(self, explorer: Explorer, role_name: str, ident: Any, params: Any,
                   require: Require | None = None) -> Answer:
         return await explorer.run_compiled(self.compiled(role_name, ident, params), require)
@@ -232,11 +242,7 @@ class Registry:
                  statuses: tuple[str, ...] = ("approved",), offset: int = 0) -> CompiledQuery:
         """A named query the role may run, with its parameters bound, as the executor runs it; `offset`:
         the rows before this page (`pages.run_named` passes it, for an entry that pages)."""
-        visible = {fold(q.id): q for q in self.visible(role_name, statuses)}
-        entry = visible.get(fold(ident)) if isinstance(ident, str) else None
-        if entry is None:
-            hint, _ = did_you_mean(str(ident), [q.id for q in visible.values()], "named queries you may run")
-            raise InputError(Codes.UNKNOWN_QUERY, f"'{str(ident)[:60]}' is not a named query you may run", hint=hint)
+        entry = self.entry(role_name, ident, statuses)
         role = self.contract.role(role_name)
         values = bind_named(entry, params if params is not None else {}, role)
         plan = plan_named(entry, self.contract, role)

@@ -330,6 +330,9 @@ class LiveRegistry:
     def visible(self, role_name: str):
         return self.current().visible(role_name)
 
+    def entry(self, role_name: str, ident: Any):
+        return self.current().entry(role_name, ident)
+
     async def run(self, explorer, role_name: str, ident: Any, params: Any, require=None):
         return await self.current().run(explorer, role_name, ident, params, require)
 

@@ -88,6 +88,11 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
             Route("/metrics", rest.metrics, methods=["GET"]),
             Route("/api/v1/explore", rest.explore, methods=["GET", "POST"]),
             Route("/api/v1/catalog", rest.catalog, methods=["GET"]),
+            Route("/api/v1/queries", rest.queries, methods=["GET"]),
+            Route("/api/v1/queries/{id}", rest.query, methods=["GET"]),
+            Route("/api/v1/queries/{id}/run", rest.run_query, methods=["POST"]),
+            Route("/api/v1/openapi.json", rest.openapi, methods=["GET"]),
+            Route("/.well-known/{rest:path}", rest.well_known, methods=["GET", "HEAD", "POST"]),
             Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
             *(governance.routes() if governance is not None else []),
         ],
@@ -100,7 +105,8 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
 
     app.state.floods = rest.floods = floods
     app.add_middleware(BearerAuth, authenticator=authenticator, on_refusal=on_refusal, floods=floods,
-                       open_paths=("/healthz", "/readyz", "/favicon.ico", "/metrics", "/governance/login"),
+                       open_paths=("/healthz", "/readyz", "/favicon.ico", "/metrics", "/governance/login",
+                                   "/api/v1/openapi.json"), open_prefixes=("/.well-known/",),
                        sessions=governance.principal_for_session if governance is not None else None)
     app.add_middleware(BodyLimit, timeout_s=timeout_s)  # before auth, for open paths too
     app.add_middleware(Draining, drain=drain, on_refusal=on_refusal)  # outermost: counts what is in flight

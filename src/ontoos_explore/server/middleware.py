@@ -40,11 +40,13 @@ class BearerAuth:
     """ASGI middleware: the caller, or the refusal. `on_refusal(error, path)` records a 401 (-> its Answer)."""
 
     def __init__(self, app, authenticator: Authenticator, open_paths: tuple[str, ...] = ("/healthz",),
-                 on_refusal=None, floods: AuthFloods | None = None, sessions=None) -> None:
+                 on_refusal=None, floods: AuthFloods | None = None, sessions=None,
+                 open_prefixes: tuple[str, ...] = ()) -> None:
         self.app = app
         self.sessions = sessions  # a session id -> its Principal, or None (Governance.principal_for_session)
         self.auth = authenticator
         self.open_paths = open_paths
+        self.open_prefixes = open_prefixes  # whole trees without a token (/.well-known/: always a 404)
         self.on_refusal = on_refusal
         self.floods = floods
 
@@ -55,7 +57,7 @@ class BearerAuth:
             if scope["type"] == "websocket":
                 await send({"type": "websocket.close", "code": 1008})
             return None
-        if scope["path"] in self.open_paths:
+        if scope["path"] in self.open_paths or scope["path"].startswith(self.open_prefixes):
             return await self.app(scope, receive, send)
         headers = Headers(scope=scope)
         sent = headers.getlist("authorization")

@@ -87,6 +87,19 @@ def catalog_arguments(params: QueryParams) -> dict[str, Any]:
     return out
 
 
+def query_arguments(params: QueryParams, names: tuple[str, ...]) -> dict[str, Any]:
+    """A GET form of single string parameters `names` (the named-query listing's `domain`, `q`): -> the
+    arguments; InputError EX102 for any other parameter or one given twice."""
+    for key in params.keys():
+        if key not in names:
+            raise InputError(Codes.INVALID_REQUEST, f"unknown query parameter '{key[:40]}'",
+                             hint=f"parameters: {', '.join(names)}" if names else "this endpoint takes none")
+    for key in names:
+        if len(params.getlist(key)) > 1:
+            raise InputError(Codes.INVALID_REQUEST, f"'{key}' is given more than once", hint=f"give '{key}' once")
+    return {k: params[k] for k in names if k in params}
+
+
 def _require(params: QueryParams) -> dict[str, Any]:
     """`max_age_s` and `consistency` -> the JSON form's `require` (checked there: `require.read`)."""
     out: dict[str, Any] = {}

@@ -4,6 +4,11 @@
     GET  /api/v1/explore   the same question as a query string (query_string.explore_arguments)
     GET  /api/v1/catalog   ?dataset= to describe one, ?name= to find anything by name
     POST /api/v1/requests  a template request: {"question": ..., "dataset": ...}
+    GET  /api/v1/queries   the named queries the caller may run (?domain=, ?q=)
+    GET  /api/v1/queries/{id}       one of them
+    POST /api/v1/queries/{id}/run   run it: {"params": {...}} (and "cursor", "require")
+    GET  /api/v1/openapi.json       this API described (OpenAPI 3.1, ETag), no token
+    GET  /.well-known/...  404, no token: MCP clients probing for OAuth fall back to the bearer header
     GET  /healthz          liveness, no token
     GET  /readyz           readiness: the database reachable, the contract loaded, drift (reported), no token
     GET  /favicon.ico      204, so a browser's own fetch is not a refusal to audit
@@ -34,11 +39,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..envelope import Answer
-from ..errors import CLIENT_CLOSED, AuthError, Codes, ExploreError, InternalError, cancelled, flooded, not_a_route
+from ..errors import (CLIENT_CLOSED, AuthError, Codes, ExploreError, InputError, InternalError, cancelled, flooded,
+                      not_a_route)
 from ..offload import INLINE_SOURCE, off_loop
 from .bodies import body_timeout_s, read_json_object
 from .mcp_server import PRINCIPAL_KEY
-from .query_string import catalog_arguments, explore_arguments
+from .query_string import catalog_arguments, explore_arguments, query_arguments
 from .tools import Tools
 
 log = logging.getLogger("ontoos_explore.http")
@@ -46,8 +52,8 @@ log = logging.getLogger("ontoos_explore.http")
 PING_EVERY_S = 1.0  # /readyz asks the database at most this often
 LOOPBACK = ("127.0.0.1", "::1")  # the client addresses /metrics trusts (unless metrics_loopback is false)
 UNREAD_BODY = (408, 413, CLIENT_CLOSED)  # answered before the body was read: the connection cannot be reused
-ROUTES = ("POST/GET /api/v1/explore, GET /api/v1/catalog, POST /api/v1/requests, /mcp, /governance, /healthz, "
-          "/readyz, /metrics")
+ROUTES = ("POST/GET /api/v1/explore, GET /api/v1/catalog, GET /api/v1/queries[/{id}], POST /api/v1/queries/{id}/run, "
+          "POST /api/v1/requests, GET /api/v1/openapi.json, /mcp, /governance, /healthz, /readyz, /metrics")
 
 
 _TAG: tuple[int, str] | None = None  # (pid, tag): drawn again in a process forked after it was drawn
@@ -151,6 +157,50 @@ class Rest:
             return catalog_arguments(request.query_params)
 
         return await self.call(request, "ontoos_catalog", read)
+
+    async def queries(self, request: Request) -> JSONResponse:
+        """GET /api/v1/queries: ontoos_queries' listing (?domain=, ?q=)."""
+        async def read() -> dict[str, Any]:
+            return query_arguments(request.query_params, ("domain", "q"))
+
+        return await self.call(request, "ontoos_queries", read)
+
+    async def query(self, request: Request) -> JSONResponse:
+        """GET /api/v1/queries/{id}: one named query (data.query), refused as unknown when not the caller's."""
+        async def read() -> dict[str, Any]:
+            query_arguments(request.query_params, ())
+            return {"id": request.path_params["id"]}
+
+        return await self.call(request, "ontoos_queries", read)
+
+    async def run_query(self, request: Request) -> JSONResponse:
+        """POST /api/v1/queries/{id}/run: {"params": {...}} (and cursor, require), run as ontoos_run_query."""
+        async def read() -> dict[str, Any]:
+            body = await read_json_object(request, self.body_timeout_s)
+            if "id" in body:
+                raise InputError(Codes.INVALID_REQUEST, "the body of a run has no 'id'",
+                                 hint="the query's id is in the path: POST /api/v1/queries/{id}/run with "
+                                      '{"params": {...}}')
+            return {**body, "id": request.path_params["id"]}
+
+        return await self.call(request, "ontoos_run_query", read)
+
+    async def openapi(self, request: Request) -> Response:
+        """GET /api/v1/openapi.json: the document, or 304 when If-None-Match names its ETag."""
+        from .. import __version__
+        from .openapi import document, etag
+
+        body = document(__version__)
+        tag = etag(body)
+        headers = {"ETag": tag, "Cache-Control": "no-cache"}
+        if tag in [t.strip() for t in request.headers.get("if-none-match", "").split(",")]:
+            return Response(status_code=304, headers=headers)
+        return Response(body, media_type="application/json", headers=headers)
+
+    async def well_known(self, request: Request) -> JSONResponse:
+        """Any /.well-known/ path: 404 without asking for a token (this server does not do OAuth)."""
+        return answer_response(Answer.refusal(not_a_route(request.method, request.url.path, "Not Found", 404,
+                                                          ROUTES)))
 
     async def healthz(self, request: Request) -> JSONResponse:
         """Alive: the process answers (nothing else is asked)."""

@@ -117,7 +117,9 @@ class QueriesInput(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     refusals: ClassVar[dict[str, tuple[str, str]]] = {
         "domain": ("'domain' must be a string", 'e.g. {"domain": "fault"}'),
-        "q": ("'q' must be a string", 'e.g. {"q": "table workloads"}')}
+        "q": ("'q' must be a string", 'e.g. {"q": "table workloads"}'),
+        "id": ("'id' must be a string", 'e.g. {"id": "hosts_by_provider"}')}
+    id: str | None = Field(None, description="Only this named query (data.query instead of data.queries)")
     domain: str | None = Field(None, description="Only queries of this domain (product, architecture, rnd-commit, "
                                                  "ops, fault, incident)")
     q: str | None = Field(None, description="Only queries whose id, title, description, notes or scenarios hold "

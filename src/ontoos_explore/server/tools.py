@@ -316,8 +316,13 @@ class Tools:
                                  lambda data: self._ok(data, principal).envelope)
 
     async def _queries(self, args: QueriesInput, arguments: dict[str, Any], principal: Principal) -> Answer:
-        queries = matching(self.registry.visible(principal.role) if self.registry else [], args.domain, args.q)
         lake = self.lake
+        if args.id is not None:  # one: refused as running it would be when it is not the caller's to run
+            if self.registry is None:
+                raise InputError(Codes.UNKNOWN_QUERY, "there are no named queries", hint="use ontoos_explore")
+            entry = self.registry.entry(principal.role, args.id)
+            return self._ok({"query": {**entry.describe(), **status(lake.named_refusal(entry))}}, principal)
+        queries = matching(self.registry.visible(principal.role) if self.registry else [], args.domain, args.q)
         return self._ok({"queries": [{**q.describe(), **status(lake.named_refusal(q))} for q in queries]}, principal)
 
     async def _explain(self, args: ExplainInput, arguments: dict[str, Any], principal: Principal) -> Answer:
