@@ -585,6 +585,9 @@ TABLE: dict[str, dict[str, Any]] = {
                         "cli": Cli(("explore", "--json", '{"dataset": '))},
     "NO_ROUTE": http_only(Http("GET", "/api/v1/nope"),
                           Unreachable("/mcp is one path; any other is the REST app's (NO_ROUTE there)")),
+    "NOT_ACCEPTABLE": http_only(Http("POST", "/api/v1/explore", json.dumps(QUESTION), {"Accept": "application/xml"}),
+                                Unreachable("/mcp's media types are the transport's own: an Accept it cannot "
+                                            "answer is its TRANSPORT_REFUSED")),
     "WRONG_METHOD": http_only(Http("POST", "/api/v1/catalog", "{}"), Http("PATCH", "/mcp", "{}", {"Accept": ACCEPT})),
     "TRANSPORT_REFUSED": http_only(Unreachable("the REST API has no transport of its own to refuse (Host and Origin "
                                                "are the MCP SDK's DNS-rebinding checks)"),

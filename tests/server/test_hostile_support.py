@@ -74,6 +74,7 @@ PRINCIPALS: dict[str, tuple[str, str, Any]] = {
     "mia": ("analyst", "mia-" + secrets.token_hex(16), {"per_minute": SLOW, "burst": 2}),
     "max": ("reader", "max-" + secrets.token_hex(16), {"per_minute": SLOW, "burst": 3}),
     "sam": ("reader", "sam-" + secrets.token_hex(16), {"per_minute": SLOW, "burst": 3}),
+    "lea": ("analyst", "lea-" + secrets.token_hex(16), {"per_minute": SLOW, "burst": 2}),
 }
 REVIEWERS = ("rex",)
 METRICS = ("rex",)  # may read /metrics from anywhere

@@ -29,7 +29,7 @@ from pydantic import ValidationError
 
 from ontoos_explore.server.config import Principal, RateLimit, RateLimitConfig, RateLimiter, ServerConfig
 from ontoos_explore.server.tools import TOOLS
-from tests.server.test_hostile_support import PREFIX, assert_envelope, request, start_hostile_server, token
+from tests.server.test_hostile_support import PREFIX, SLOW, assert_envelope, request, start_hostile_server, token
 
 QUESTION = json.dumps({"dataset": "workloads", "fields": ["name"], "limit": 1})
 
@@ -143,6 +143,24 @@ def test_rest_over_the_limit_is_429_with_retry_after(server):
     assert request(server, "GET", "/api/v1/catalog", who="alice").status == 200
     rows = audit_events(server.audit_dsn, "tina", "EX412", 4)
     assert len(rows) == 4 and set(rows) == {("rest", "refused", "policy", "QUERY_BUDGET_EXCEEDED", "reader")}
+
+
+def test_answers_to_a_limited_principal_say_what_is_left_of_its_bucket(server):
+    """The headers of lea's answers (bursts of 2, her bucket used by this test only):
+    the policy (q calls, refilled over w seconds) and what is left after each call (r, the next in t s)."""
+    first = request(server, "GET", "/api/v1/catalog", who="lea")
+    second = request(server, "POST", "/api/v1/explore", body=QUESTION, who="lea")
+    third = request(server, "POST", "/api/v1/explore", body=QUESTION, who="lea")
+    window = round(2 / (SLOW / 60))  # 2 calls at 0.001 a minute: 120,000 s to refill
+    assert (first.status, second.status, third.status) == (200, 200, 429)
+    for r in (first, second, third):
+        assert r.headers["ratelimit-policy"] == f'"burst";q=2;w={window}', r.headers
+    assert first.headers["ratelimit"] == '"burst";r=1;t=0'
+    refill = int(second.headers["ratelimit"].rsplit("t=", 1)[1])
+    assert second.headers["ratelimit"].startswith('"burst";r=0;t=') and 59_000 <= refill <= 60_000  # a call a 60,000 s
+    assert third.headers["ratelimit"].startswith('"burst";r=0;t=') and "retry-after" in third.headers
+    alice = request(server, "GET", "/api/v1/catalog", who="alice")  # no limit: no headers
+    assert "ratelimit" not in alice.headers and "ratelimit-policy" not in alice.headers
 
 
 def test_refused_requests_take_a_call_too(server):

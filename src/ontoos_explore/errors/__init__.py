@@ -196,6 +196,7 @@ from .refusals import (  # noqa: E402,F401 (built on the classes above)
     too_many_in_flight,
     cancelled,
     not_a_route,
+    not_acceptable,
     self_approval,
     csrf_refused,
     transport_refused,

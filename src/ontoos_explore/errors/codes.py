@@ -123,6 +123,8 @@ class Codes:
                          rpc=RPC_PARSE_ERROR)
     NO_ROUTE = _c("EX102", VALIDATION, "INVALID_REQUEST", "no such route", 404)
     WRONG_METHOD = _c("EX102", VALIDATION, "INVALID_REQUEST", "the route does not take this method", 405)
+    NOT_ACCEPTABLE = _c("EX102", VALIDATION, "INVALID_REQUEST", "the Accept header (or format=) names no media type "
+                        "the route gives", 406)
     TRANSPORT_REFUSED = _c("EX102", VALIDATION, "INVALID_REQUEST",
                            "the MCP transport refused the request (its own status: Host, Origin, Accept)")
     FLOODED = _c("EX412", POLICY, "QUERY_BUDGET_EXCEEDED", "too many requests without a valid token from an address",

@@ -79,6 +79,12 @@ def not_a_route(method: str, path: str, detail: str, status: int, routes: str) -
     return InputError(row, f"{method} {path[:80]}: {detail}", hint=f"routes: {routes}")
 
 
+def not_acceptable(asked: str, offered: tuple[str, ...]) -> ExploreError:
+    return InputError(Codes.NOT_ACCEPTABLE, f"this route cannot answer as {asked[:80]!r}",
+                      hint=f"ask for {' or '.join(offered)} (Accept header, or format="
+                           f"{'|'.join(o.split('/')[1] for o in offered)})")
+
+
 def self_approval(ident: str, principal: str) -> ExploreError:
     return AuthError(Codes.SELF_APPROVAL, f"{principal} promoted '{ident[:60]}' and cannot approve it too",
                      hint="another reviewer approves it (or the server configuration sets allow_self_approval: true)",

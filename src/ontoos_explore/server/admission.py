@@ -37,6 +37,7 @@ class Ticket:
     slot: tuple[int, int] | None = None  # the shared slot taken with the token
     querying: bool = False  # admitted as a call that queries (a slot asked for)
     used: bool = False
+    remaining: float | None = None  # the principal's bucket after this call (None: not rate limited, or unknown)
 
 
 class Admission:
@@ -57,15 +58,19 @@ class Admission:
                                   True)
                 key = f"principal:{principal.name}"
                 if not querying:
-                    return Ticket(principal, await self.shared.take(key, limit.burst, limit.per_second), True)
-                wait, slot = await self.shared.take_and_acquire(key, limit.burst, limit.per_second, principal.name,
-                                                                principal.max_in_flight)
+                    wait, tokens = await self.shared.take_counted(key, limit.burst, limit.per_second)
+                    return Ticket(principal, wait, True, remaining=tokens)
+                wait, slot, tokens = await self.shared.take_and_acquire(key, limit.burst, limit.per_second,
+                                                                        principal.name, principal.max_in_flight)
                 if wait <= 0 and slot is None:
                     slot = await self._again(principal)
-                return Ticket(principal, wait, True, slot, True)
+                return Ticket(principal, wait, True, slot, True, remaining=tokens)
             except Unavailable:
                 pass
-        return Ticket(principal, self.limiter.take(principal) if limit is not None else 0.0, querying=querying)
+        if limit is None:
+            return Ticket(principal, querying=querying)
+        wait = self.limiter.take(principal)
+        return Ticket(principal, wait, querying=querying, remaining=self.limiter.tokens(principal.name))
 
     async def _again(self, principal: Principal) -> tuple[int, int] | None:
         """Every slot held: once more after a beat, since the slot of a call that has just answered goes

@@ -185,6 +185,11 @@ class RateLimiter:
         self._buckets[key] = (tokens, now)
         return (1.0 - tokens) / limit.per_second
 
+    def tokens(self, key: str) -> float | None:
+        """The tokens `key`'s bucket held when it was last counted (None: no bucket)."""
+        counted = self._buckets.get(key)
+        return None if counted is None else counted[0]
+
     def __len__(self) -> int:
         return len(self._buckets)
 

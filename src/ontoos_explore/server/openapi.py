@@ -56,9 +56,19 @@ def _param(name: str, description: str, schema: dict[str, Any], where: str = "qu
     return {"name": name, "in": where, "required": required, "description": description, "schema": schema, **extra}
 
 
-def _responses(ok: str, statuses: tuple[str, ...], schema: str = "Envelope") -> dict[str, Any]:
+CSV_CONTENT = {"text/csv": {"schema": {"type": "string", "description": "A header row, then the rows (RFC 4180, "
+                                                                    "UTF-8); meta in X-Ontoos-* headers"}}}
+FORMAT = {"name": "format", "in": "query", "required": False, "schema": {"type": "string", "enum": ["json", "csv"]},
+          "description": "How the answer is sent (wins over Accept): csv gives the rows as CSV"}
+
+
+def _responses(ok: str, statuses: tuple[str, ...], schema: str = "Envelope", csv: bool = False,
+               cached: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {"200": {"description": ok, "content": {
-        "application/json": {"schema": {"$ref": REF.format(model=schema)}}}}}
+        "application/json": {"schema": {"$ref": REF.format(model=schema)}}, **(CSV_CONTENT if csv else {})}}}
+    if cached:
+        out["200"]["headers"] = {"ETag": {"schema": {"type": "string"}, "description": "What the answer says"}}
+        out["304"] = {"description": "Not modified: If-None-Match named the ETag of what it would say"}
     for status in statuses:
         out[status] = {"description": REFUSALS[status], "content": {
             "application/json": {"schema": {"$ref": REF.format(model="ErrorEnvelope")}}}}
@@ -100,18 +110,21 @@ def document(version: str) -> bytes:
     paths = {
         "/api/v1/explore": {
             "post": {"operationId": "explore", "summary": "Ask an exploration (the JSON form)",
+                     "parameters": [FORMAT],
                      "requestBody": _body("ExploreInput", {"dataset": "workloads", "fields": ["name", "namespace"],
                                                            "filter": "kind = 'Deployment'", "limit": 5}),
-                     "responses": _responses("The rows, and what they are (meta, with the evidence)", data_refusals)},
+                     "responses": _responses("The rows, and what they are (meta, with the evidence)", data_refusals,
+                                             csv=True)},
             "get": {"operationId": "exploreGet", "summary": "Ask an exploration as a query string",
-                    "parameters": _explore_params(),
-                    "responses": _responses("The rows, and what they are (meta, with the evidence)", GET_REFUSALS)},
+                    "parameters": [*_explore_params(), FORMAT],
+                    "responses": _responses("The rows, and what they are (meta, with the evidence)", GET_REFUSALS,
+                                            csv=True)},
         },
         "/api/v1/catalog": {"get": {
             "operationId": "catalog", "summary": "List or describe the datasets your role may read",
             "parameters": _fields_as_params(CatalogInput),
             "responses": _responses("The datasets, one dataset's columns and relations, or what a name is",
-                                    GET_REFUSALS)}},
+                                    GET_REFUSALS, cached=True)}},
         "/api/v1/queries": {"get": {
             "operationId": "listQueries", "summary": "The reviewed named queries you may run",
             "parameters": _fields_as_params(QueriesInput),
@@ -122,9 +135,9 @@ def document(version: str) -> bytes:
             "responses": _responses("data.query", GET_REFUSALS)}},
         "/api/v1/queries/{id}/run": {"post": {
             "operationId": "runQuery", "summary": "Run a named query with its parameters",
-            "parameters": [_param("id", "The named query's id", {"type": "string"}, "path", True)],
+            "parameters": [_param("id", "The named query's id", {"type": "string"}, "path", True), FORMAT],
             "requestBody": _body("RunBody", {"params": {"provider": "aws"}}),
-            "responses": _responses("The rows, as an exploration's", data_refusals)}},
+            "responses": _responses("The rows, as an exploration's", data_refusals, csv=True)}},
         "/api/v1/requests": {"post": {
             "operationId": "requestQuery", "summary": "Ask reviewers for a query no exploration can answer",
             "requestBody": _body("RequestInput", {"question": "which hosts run two versions of one image?"}),

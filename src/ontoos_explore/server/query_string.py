@@ -87,6 +87,13 @@ def catalog_arguments(params: QueryParams) -> dict[str, Any]:
     return out
 
 
+def without_format(params: QueryParams) -> QueryParams:
+    """The parameters but `format` (csv|json: how the answer is sent, read by the REST layer)."""
+    if "format" not in params:
+        return params
+    return QueryParams([(k, v) for k, v in params.multi_items() if k != "format"])
+
+
 def query_arguments(params: QueryParams, names: tuple[str, ...]) -> dict[str, Any]:
     """A GET form of single string parameters `names` (the named-query listing's `domain`, `q`): -> the
     arguments; InputError EX102 for any other parameter or one given twice."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import secrets
 import time
@@ -40,11 +41,12 @@ from starlette.responses import JSONResponse, Response
 
 from ..envelope import Answer
 from ..errors import (CLIENT_CLOSED, AuthError, Codes, ExploreError, InputError, InternalError, cancelled, flooded,
-                      not_a_route)
+                      not_a_route, not_acceptable)
 from ..offload import INLINE_SOURCE, off_loop
 from .bodies import body_timeout_s, read_json_object
 from .mcp_server import PRINCIPAL_KEY
-from .query_string import catalog_arguments, explore_arguments, query_arguments
+from .negotiate import CSV, JSON, choose, csv_response, etag, matches
+from .query_string import catalog_arguments, explore_arguments, query_arguments, without_format
 from .tools import Tools
 
 log = logging.getLogger("ontoos_explore.http")
@@ -79,6 +81,20 @@ def answer_response(answer: Answer, headers: dict[str, str] | None = None) -> JS
     if status in UNREAD_BODY:
         headers["Connection"] = "close"
     return JSONResponse(answer.envelope, status_code=status, headers=headers or None)
+
+
+def rate_limit_headers(principal, ticket) -> dict[str, str]:
+    """`RateLimit-Policy` and `RateLimit` (the IETF httpapi draft's structured fields) for a rate-limited
+    principal: its bucket (q calls, refilled over w seconds) and what is left of it now (r calls, the
+    next in t seconds). Nothing for a principal without a limit, or when the bucket was not counted."""
+    limit = getattr(principal, "rate", None)
+    if limit is None or ticket is None or ticket.remaining is None:
+        return {}
+    left = max(0.0, ticket.remaining)
+    window = max(1, math.ceil(limit.burst / limit.per_second))
+    reset = 0 if left >= 1 else max(1, math.ceil((1 - left) / limit.per_second))
+    return {"RateLimit-Policy": f'"burst";q={limit.burst};w={window}',
+            "RateLimit": f'"burst";r={math.floor(left)};t={reset}'}
 
 
 async def unless_gone(request: Request, work: Awaitable[Answer]) -> Answer | None:
@@ -119,31 +135,50 @@ class Rest:
         self.body_timeout_s = body_timeout_s(body_timeout)
         self._pinged: tuple[float, dict[str, Any]] | None = None  # (when, what /readyz last found)
 
-    async def call(self, request: Request, tool: str, read: Callable[[], Awaitable[dict[str, Any]]]) -> JSONResponse:
-        """One REST call: the rate limit, then `read` the arguments, then the tool, unless the client leaves."""
+    async def call(self, request: Request, tool: str, read: Callable[[], Awaitable[dict[str, Any]]],
+                   offered: tuple[str, ...] = (JSON,)) -> Response:
+        """One REST call: what it may be answered as (`offered`: 406 before anything else when none is
+        acceptable), the rate limit, then `read` the arguments, then the tool, unless the client leaves."""
         principal = request.scope[PRINCIPAL_KEY]
+        asked = request.headers.get("accept")
+        media = choose(asked, offered, request.query_params.get("format"))
+        if media is None:
+            wanted = request.query_params.get("format") or asked or ""
+            return answer_response(self.tools.refuse(not_acceptable(wanted, offered), principal, "rest"))
         ticket, refused = await self.tools.admit(principal, tool != "ontoos_catalog")  # a catalog call rarely queries
+        limits = rate_limit_headers(principal, ticket)
         if refused is not None:
             self.tools.record(refused, principal, "rest", None, tool)
-            return answer_response(refused)
+            return answer_response(refused, limits)
         try:
             arguments = await read()
         except ExploreError as e:
             self.tools.admission.done(ticket)  # the slot it took goes back unused
             return answer_response(self.tools.refuse(e, principal, "rest", str(request.url.query)[:2000] or None))
         answer = await unless_gone(request, self.tools.call(tool, arguments, principal, "rest", admitted=ticket))
-        return answer_response(answer if answer is not None else Answer.refusal(cancelled("rest")))
+        if answer is None:
+            return answer_response(Answer.refusal(cancelled("rest")))
+        if media == CSV and answer.ok:
+            response = csv_response(answer.envelope)
+            response.headers.update(limits)
+            return response
+        if tool == "ontoos_catalog" and answer.ok:  # what it says changes only with the contract (and drift)
+            tag = etag(answer.envelope)
+            if matches(request.headers.get("if-none-match"), tag):
+                return Response(status_code=304, headers={"ETag": tag, **limits})
+            return answer_response(answer, {"ETag": tag, **limits})
+        return answer_response(answer, limits)
 
-    async def explore(self, request: Request) -> JSONResponse:
+    async def explore(self, request: Request) -> Response:
         async def read() -> dict[str, Any]:
             if request.method == "POST":
                 return await read_json_object(request, self.body_timeout_s)
-            params = request.query_params
+            params = without_format(request.query_params)
             if len(request.scope.get("query_string", b"")) > INLINE_SOURCE:  # a long filter: parsed off the loop
                 return await off_loop(lambda: explore_arguments(params))
             return explore_arguments(params)
 
-        return await self.call(request, "ontoos_explore", read)
+        return await self.call(request, "ontoos_explore", read, (JSON, CSV))
 
     async def request_query(self, request: Request) -> JSONResponse:
         """POST /api/v1/requests: a template request ({"question": ..., "dataset": ...}), for reviewers."""
@@ -154,21 +189,21 @@ class Rest:
 
     async def catalog(self, request: Request) -> JSONResponse:
         async def read() -> dict[str, Any]:
-            return catalog_arguments(request.query_params)
+            return catalog_arguments(without_format(request.query_params))
 
         return await self.call(request, "ontoos_catalog", read)
 
     async def queries(self, request: Request) -> JSONResponse:
         """GET /api/v1/queries: ontoos_queries' listing (?domain=, ?q=)."""
         async def read() -> dict[str, Any]:
-            return query_arguments(request.query_params, ("domain", "q"))
+            return query_arguments(without_format(request.query_params), ("domain", "q"))
 
         return await self.call(request, "ontoos_queries", read)
 
     async def query(self, request: Request) -> JSONResponse:
         """GET /api/v1/queries/{id}: one named query (data.query), refused as unknown when not the caller's."""
         async def read() -> dict[str, Any]:
-            query_arguments(request.query_params, ())
+            query_arguments(without_format(request.query_params), ())
             return {"id": request.path_params["id"]}
 
         return await self.call(request, "ontoos_queries", read)
@@ -183,7 +218,7 @@ class Rest:
                                       '{"params": {...}}')
             return {**body, "id": request.path_params["id"]}
 
-        return await self.call(request, "ontoos_run_query", read)
+        return await self.call(request, "ontoos_run_query", read, (JSON, CSV))
 
     async def openapi(self, request: Request) -> Response:
         """GET /api/v1/openapi.json: the document, or 304 when If-None-Match names its ETag."""

@@ -138,8 +138,12 @@ class SharedLimits:
     async def take(self, key: str, burst: int, per_second: float) -> float:
         """One token of `key`'s bucket: 0.0 to go ahead, else the seconds until there is one.
         Unavailable when the database cannot be asked."""
+        return (await self.take_counted(key, burst, per_second))[0]
+
+    async def take_counted(self, key: str, burst: int, per_second: float) -> tuple[float, float]:
+        """`take`, and the tokens the bucket holds after it: (the wait, the tokens left)."""
         ((taken, tokens),) = await self.ask(TAKE, [key, float(burst), float(per_second)])
-        return 0.0 if taken else (1.0 - tokens) / per_second
+        return (0.0 if taken else (1.0 - tokens) / per_second), tokens
 
     def _free(self, principal: str, cap: int) -> list[int]:
         """The principal's slots this process does not hold (a session would take its own lock again)."""
@@ -165,16 +169,18 @@ class SharedLimits:
         return await self._kept(principal, ask(), lambda got: got)
 
     async def take_and_acquire(self, key: str, burst: int, per_second: float, principal: str,
-                               cap: int) -> tuple[float, tuple[int, int] | None]:
-        """`take`, and `acquire` when the token was taken, in one statement: (the wait, the slot or None)."""
+                               cap: int) -> tuple[float, tuple[int, int] | None, float]:
+        """`take`, and `acquire` when the token was taken, in one statement: (the wait, the slot or None,
+        the tokens left)."""
         free = self._free(principal, cap)
         if not free:  # every slot is this process's own: the token alone
-            return await self.take(key, burst, per_second), None
+            wait, tokens = await self.take_counted(key, burst, per_second)
+            return wait, None, tokens
 
         async def ask():
             ((taken, tokens, slot),) = await self.ask(TAKE_AND_ACQUIRE, [key, float(burst), float(per_second),
                                                                           [slot_key(principal, i) for i in free], free])
-            return (0.0 if taken else (1.0 - tokens) / per_second), self._taken(principal, slot)
+            return (0.0 if taken else (1.0 - tokens) / per_second), self._taken(principal, slot), tokens
 
         return await self._kept(principal, ask(), lambda got: got[1])
 
