@@ -2,6 +2,9 @@
 
 Exit codes: 0 ok, 2 rejected (the caller's input), 1 anything else. Bad input
 never prints a traceback; set ONTOOS_DEBUG=on to see one for internal errors.
+A refusal is the envelope on stdout when stdout is piped (or with --format
+json), and a sentence on stderr at a terminal (`human.py`). Output to a pipe
+closed early (`| head`) ends quietly, exit 0.
 Heavy imports happen after the arguments are parsed, so `--help` is fast.
 The deployment settings are read once, before the command runs: a bad one is
 an EX907 envelope (exit 1). For `serve --stdio`, whose stdout is the
@@ -13,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .common import EXIT_INTERNAL, EXIT_REJECTED, UsageError, _emit, _envelope_for_usage, exit_code, read_settings
+from .common import EXIT_INTERNAL, EXIT_OK, EXIT_REJECTED, UsageError, _emit, _envelope_for_usage, exit_code, read_settings
 from .explore import (cmd_catalog, cmd_check_sql, cmd_compile, cmd_demo, cmd_describe, cmd_explain, cmd_explore,
                       cmd_grants)
 from .governance import cmd_audit, cmd_promote, cmd_queries
@@ -79,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         _refuse(args, _envelope_for_usage(str(e)))
         return EXIT_REJECTED
+    except BrokenPipeError:  # the reader went (`| head`): what is left has nowhere to go, and that is fine
+        _drop_stdout()
+        return EXIT_OK
     except Exception as e:  # the border: translate, never print a traceback
         from ..errors import ContractError, ExploreError, InternalError
 
@@ -94,13 +100,43 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERNAL
 
 def _refuse(args, envelope: dict) -> None:
-    """The refusal on stdout, or on stderr when stdout carries a protocol (`serve --stdio`)."""
+    """The refusal: the envelope on stdout (piped, or --format json), on stderr when stdout carries a
+    protocol (`serve --stdio`), or at a terminal a sentence on stderr (`human.refusal_text`)."""
     if getattr(args, "stdio", False):
         import json
 
         sys.stderr.write(json.dumps(envelope) + "\n")
+    elif _at_terminal() and not _json_asked(args):
+        from .human import refusal_text
+
+        sys.stderr.write(refusal_text(envelope, getattr(args, "query", None)) + "\n")
     else:
-        _emit(envelope)
+        try:
+            _emit(envelope)
+        except BrokenPipeError:
+            _drop_stdout()
+
+
+def _json_asked(args) -> bool:
+    """--format json, or doctor's --json (elsewhere --json is the exploration's JSON form)."""
+    return getattr(args, "format", None) == "json" or (getattr(args, "command", None) == "doctor"
+                                                         and getattr(args, "json", False) is True)
+
+
+def _at_terminal() -> bool:
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):  # replaced, or closed
+        return False
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush at exit finds no closed pipe either."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,7 +10,33 @@ from .common import UsageError
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see '{self.prog} --help')")
+        raise UsageError(_with_suggestion(message) + f" (see '{self.prog} --help')")
+
+
+def _with_suggestion(message: str) -> str:
+    """argparse's "invalid choice: 'x' (choose from 'a', 'b')" with a did-you-mean in front of the list."""
+    import difflib
+    import re
+
+    found = re.match(r"argument (?P<what>[^:]+): invalid choice: '(?P<got>[^']*)' \(choose from (?P<all>.*)\)$", message)
+    if not found:
+        return message
+    choices = re.findall(r"'([^']*)'", found["all"])
+    close = difflib.get_close_matches(found["got"], choices, n=1, cutoff=0.6)
+    what = found["what"]
+    said = f"'{found['got']}' is not a command" if what == "COMMAND" else f"'{found['got']}' is not a choice of {what}"
+    return said + (f"; did you mean '{close[0]}'?" if close else "") + f" ({', '.join(choices)})"
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("ontoos-explore")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        from .. import __version__
+
+        return __version__
 
 def _contract_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--contract", metavar="PATH", help="contract YAML (default: $ONTOOS_CONTRACT, else the demo contract)")
@@ -49,6 +75,7 @@ def _dsn_arg(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="ontoos", description="Guarded exploration of a governed lakehouse.")
+    parser.add_argument("--version", action="version", version=f"ontoos-explore {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     c = sub.add_parser("compile", help="compile an exploration to SQL without running it",

@@ -1,0 +1,84 @@
+"""The CLI as a person at a terminal meets it, and as a pipe does (real processes, a real pseudo-terminal).
+
+- At a terminal a refusal is a sentence on stderr (the message, the text with a caret under the
+  place, the hint, the corrected arguments), nothing on stdout, the same exit code; piped, or with
+  --format json, the envelope on stdout as before.
+- Output to a pipe the reader closed (`| head`) ends quietly: exit 0, nothing on stderr.
+- `ontoos --version`; a mistyped command gets a did-you-mean.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+
+from tests import serving
+
+TYPO = ["compile", "--role", "analyst", "-q", "explore workloads fields namspace"]
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("ONTOOS_")}
+
+
+def _at_terminal(args: list[str]) -> tuple[int, str, str]:
+    """Run `ontoos args` with stdout on a pseudo-terminal: (exit code, what the terminal showed, stderr)."""
+    master, slave = pty.openpty()
+    try:
+        done = subprocess.run([serving.ontoos_executable(), *args], stdout=slave, stderr=subprocess.PIPE,
+                              stdin=subprocess.DEVNULL, text=True, timeout=60, env=_env())
+        os.close(slave)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the terminal's other end is closed: all read
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(master)
+    return done.returncode, shown.decode("utf-8", "replace"), done.stderr
+
+
+def test_at_a_terminal_a_refusal_is_a_sentence_with_a_caret():
+    code, shown, err = _at_terminal(TYPO)
+    assert code == 2 and shown == ""
+    lines = err.splitlines()
+    assert lines[0] == "error: 'namspace' is not a readable column of workloads"
+    assert lines[1] == "  explore workloads fields namspace"
+    assert lines[2] == "  " + " " * len("explore workloads fields ") + "^"  # under the n of namspace
+    assert lines[3].startswith("hint: did you mean 'namespace'?")
+    assert lines[4] == 'retry with: {"dataset": "workloads", "fields": ["namespace"]}'
+    assert "Traceback" not in err and '"ok"' not in err
+
+
+def test_piped_or_asked_for_json_the_envelope_is_on_stdout():
+    piped = subprocess.run([serving.ontoos_executable(), *TYPO], capture_output=True, text=True, timeout=60,
+                           env=_env())
+    assert piped.returncode == 2 and piped.stderr == ""
+    assert json.loads(piped.stdout)["error"]["subtype"] == "UNKNOWN_FIELD"
+    code, shown, err = _at_terminal(["catalog", "--role", "analyst", "--format", "json", "workloadz"])
+    assert code == 2 and err == "" and json.loads(shown)["error"]["subtype"] == "UNKNOWN_DATASET"
+    code, shown, err = _at_terminal(["catalog", "--role", "analyst", "workloadz"])  # the same, for a person
+    assert code == 2 and shown == ""
+    assert err.startswith("error: 'workloadz' is not a readable dataset\nhint: did you mean 'workloads'?")
+
+
+def test_a_pipe_closed_early_ends_quietly():
+    proc = subprocess.Popen([serving.ontoos_executable(), "catalog", "--role", "analyst", "--format", "json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=_env())
+    proc.stdout.close()  # `| head` that read nothing: every write meets a closed pipe
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0, err
+    assert err == ""
+
+
+def test_version_and_a_mistyped_command():
+    version = subprocess.run([serving.ontoos_executable(), "--version"], capture_output=True, text=True, timeout=60)
+    assert version.returncode == 0 and version.stdout.strip().startswith("ontoos-explore 0.")
+    code, _, err = _at_terminal(["compil", "--role", "analyst", "-q", "explore workloads"])
+    assert code == 2 and err.startswith("error: 'compil' is not a command; did you mean 'compile'?")
