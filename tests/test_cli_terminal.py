@@ -82,3 +82,12 @@ def test_version_and_a_mistyped_command():
     assert version.returncode == 0 and version.stdout.strip().startswith("ontoos-explore 0.")
     code, _, err = _at_terminal(["compil", "--role", "analyst", "-q", "explore workloads"])
     assert code == 2 and err.startswith("error: 'compil' is not a command; did you mean 'compile'?")
+
+
+def test_a_window_of_days_must_be_positive():
+    for days, says in (("0", "0 is not positive: give 1 or more"), ("-3", "-3 is not positive"),
+                       ("two", "'two' is not a whole number")):
+        done = subprocess.run([serving.ontoos_executable(), "audit", "--days", days], capture_output=True, text=True,
+                              timeout=60, env=_env())
+        err = json.loads(done.stdout)["error"]
+        assert done.returncode == 2 and err["code"] == "EX102" and says in err["message"], (days, err)

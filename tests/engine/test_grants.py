@@ -45,13 +45,31 @@ def test_a_role_reading_no_dataset_with_sources_gets_nothing_of_the_publish_log(
 def test_script_names_every_role_and_no_secret(demo):
     text = grants.script(demo, "ontoos_q_")
     for role in demo.roles:
-        assert f'CREATE ROLE "ontoos_q_{role}" NOLOGIN;' in text
+        assert f'CREATE ROLE "ontoos_q_{role}" NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL;' in text
     secrets = {c.name for d in demo.datasets.values() for c in d.columns.values() if c.secret}
     grant_lines = [line for line in text.splitlines() if line.startswith("GRANT SELECT")]
     assert grant_lines
     for line in grant_lines:
         for secret in secrets:
             assert f'"{secret}"' not in line, line
+
+
+def test_the_script_can_be_applied_twice(pg_dsn, demo):
+    """`ontoos grants | psql` run again (a new read set, a second DBA) changes nothing and fails nowhere."""
+    from tests.databases import new_database
+
+    dsn = new_database(pg_dsn, "grants_twice")
+    text = grants.script(demo, "ontoos_g2_")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA lake")
+        from ontoos_explore.engine import demo_data
+
+        demo_data.ensure(conn, scale=0.05, seed=1)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(text)
+        first = privileges(dsn, "ontoos_g2_analyst")
+        conn.execute(text)  # again: the roles exist, the grants are the same
+    assert first == privileges(dsn, "ontoos_g2_analyst") == expected(demo, "analyst")
 
 
 @pytest.mark.parametrize("role", ["viewer", "analyst", "admin"])

@@ -28,6 +28,17 @@ def _with_suggestion(message: str) -> str:
     return said + (f"; did you mean '{close[0]}'?" if close else "") + f" ({', '.join(choices)})"
 
 
+def positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (a window of days, a count)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not positive: give 1 or more")
+    return value
+
+
 def _version() -> str:
     from importlib import metadata
 
@@ -167,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     _dsn_arg(a)
     _contract_arg(a)
     _format_arg(a)
-    a.add_argument("--days", type=int, default=14, help="time window in days (default: 14)")
+    a.add_argument("--days", type=positive, default=14, help="time window in days, 1 or more (default: 14)")
     a.add_argument("--dataset", help="only this dataset")
     a.add_argument("--subtype", help="only this error subtype")
     a.add_argument("--queries", metavar="FILE", help="registry YAML: its fingerprints are no longer candidates "

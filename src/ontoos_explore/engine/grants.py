@@ -59,14 +59,21 @@ def role_statements(contract: Contract, prefix: str) -> list[tuple[str, sql.Comp
     return out
 
 
+# a role made unless it exists: the script can be run again (every REVOKE and GRANT is idempotent already)
+CREATE_ROLE = sql.SQL("DO $ontoos$ BEGIN CREATE ROLE {} NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; "
+                      "END $ontoos$;")
+
+
 def script(contract: Contract, prefix: str) -> str:
-    """The whole grant script as text, for a DBA to read or run."""
-    lines = [f"-- ontoos-explore grants for contract {contract.hash}"]
+    """The whole grant script as text, for a DBA to read or run (and run again: it is idempotent)."""
+    lines = [f"-- ontoos-explore grants for contract {contract.hash} (safe to run again)"]
     created = set()
     for db_role, stmt in role_statements(contract, prefix):
         if db_role not in created:
             created.add(db_role)
-            lines.append(sql.SQL("CREATE ROLE {} NOLOGIN;").format(sql.Identifier(db_role)).as_string(None))
+            if "$" in db_role:  # contract role names are plain identifiers; never one that ends the quoting
+                raise ValueError(f"role name {db_role!r} cannot be scripted")
+            lines.append(CREATE_ROLE.format(sql.Identifier(db_role)).as_string(None))
         lines.append(stmt.as_string(None) + ";")
     return "\n".join(lines) + "\n"
 
