@@ -91,3 +91,28 @@ def test_a_window_of_days_must_be_positive():
                               timeout=60, env=_env())
         err = json.loads(done.stdout)["error"]
         assert done.returncode == 2 and err["code"] == "EX102" and says in err["message"], (days, err)
+
+
+def test_a_new_token_and_its_configuration_line_sign_the_principal_in(tmp_path):
+    from ontoos_explore import load_contract
+    from ontoos_explore.cli.common import default_contract
+    from ontoos_explore.server.config import Authenticator, load_config
+
+    done = subprocess.run([serving.ontoos_executable(), "token", "new", "--principal", "ann", "--role", "analyst",
+                           "--reviewer"], capture_output=True, text=True, timeout=60, env=_env())
+    data = json.loads(done.stdout)["data"]
+    assert done.returncode == 0 and data["token"].startswith("ontoos_") and len(data["token"]) > 40
+    config = tmp_path / "server.yaml"
+    config.write_text("principals:\n  " + data["config_line"] + "\n", encoding="utf-8")
+    contract = load_contract(default_contract())
+    signed = Authenticator(load_config(config, contract), contract).authenticate(data["token"])
+    assert (signed.name, signed.role, signed.reviewer) == ("ann", "analyst", True)
+    assert data["token"] not in config.read_text()  # the configuration holds its hash only
+    again = subprocess.run([serving.ontoos_executable(), "token", "new", "--principal", "ann", "--role", "analyst"],
+                           capture_output=True, text=True, timeout=60, env=_env())
+    assert json.loads(again.stdout)["data"]["token"] != data["token"]
+    code, shown, _ = _at_terminal(["token", "new", "--principal", "bo", "--role", "analist"])
+    assert code == 2 and shown == ""
+    _, shown, _ = _at_terminal(["token", "new", "--principal", "bo", "--role", "viewer"])
+    assert shown.splitlines()[0] == "token for bo (shown once, keep it secret):"
+    assert shown.splitlines()[3].strip().startswith("bo: {role: viewer, token_sha256: ")

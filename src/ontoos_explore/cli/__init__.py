@@ -23,12 +23,13 @@ from .governance import cmd_audit, cmd_promote, cmd_queries
 from .doctor import cmd_doctor, cmd_stats
 from .parser import build_parser
 from .serve import cmd_serve
+from .tokens import cmd_token
 
 COMMANDS = {"compile": cmd_compile, "explore": cmd_explore, "explain": cmd_explain, "catalog": cmd_catalog,
             "describe": cmd_describe,
             "check-sql": cmd_check_sql,
             "grants": cmd_grants, "serve": cmd_serve, "audit": cmd_audit, "promote": cmd_promote,
-            "queries": cmd_queries, "demo": cmd_demo, "doctor": cmd_doctor, "stats": cmd_stats}
+            "queries": cmd_queries, "demo": cmd_demo, "doctor": cmd_doctor, "stats": cmd_stats, "token": cmd_token}
 
 VALUE_FLAGS = ("--order-by", "--filter", "--fields", "--group-by")
 

@@ -232,6 +232,16 @@ def build_parser() -> argparse.ArgumentParser:
     _dsn_arg(t)
     _format_arg(t)
 
+    k = sub.add_parser("token", help="make a bearer token for a principal (shown once) and its configuration line",
+                       description="Print a new random token once, and the line to add under principals: in the "
+                                   "server configuration (its SHA-256: the server never keeps the token). "
+                                   "Example: ontoos token new --principal ann --role analyst")
+    k.add_argument("action", choices=("new",))
+    k.add_argument("--principal", required=True, help="the principal's name, as the configuration names it")
+    k.add_argument("--role", required=True, help="a role of the contract")
+    k.add_argument("--reviewer", action="store_true", help="may use the governance dashboard")
+    _contract_arg(k)
+
     d = sub.add_parser("demo", help="run example explorations on the embedded demo lakehouse",
                        description="Start the embedded PostgreSQL, load the demo lakehouse if needed, and run "
                                    "example explorations: joins, aggregates, a clamp note, and refusals.")
