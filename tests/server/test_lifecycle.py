@@ -73,12 +73,13 @@ def embedded() -> Path:
     return pg_data_dir("lifecycle")
 
 
-def _start_embedded(data_dir: Path, workdir: Path, **env: str) -> serving.Server:
+def _start_embedded(data_dir: Path, workdir: Path, *args: str, **env: str) -> serving.Server:
     workdir.mkdir(parents=True, exist_ok=True)
     port = serving.free_port()
     err = workdir / "stderr.log"
     with open(err, "wb") as errf:
-        proc = subprocess.Popen([serving.ontoos_executable(), "serve", "--http", f"127.0.0.1:{port}"], cwd=workdir,
+        proc = subprocess.Popen([serving.ontoos_executable(), "serve", "--http", f"127.0.0.1:{port}", *args],
+                                cwd=workdir,
                                 env=_env(ONTOOS_DATA_DIR=str(data_dir), **env), stdout=subprocess.DEVNULL,
                                 stderr=errf, stdin=subprocess.DEVNULL)
     return serving.Server("lifecycle", "127.0.0.1", port, proc, workdir, err).wait_healthy()
@@ -109,6 +110,28 @@ def test_the_server_says_where_it_listens_and_what_it_serves(embedded, tmp_path)
         assert any(got.startswith("ontoos: contract ") and "drift: none" in got for got in err.splitlines()), err
     finally:
         srv.stop_cleanly()
+
+
+def test_serve_demo_prints_a_sign_in_url_and_a_token_of_this_run(embedded, tmp_path):
+    import re
+    import urllib.parse
+
+    srv = _start_embedded(embedded, tmp_path / "demo", "--demo")
+    try:
+        err = _wait_lines(srv, "demo: curl")
+        base = f"http://127.0.0.1:{srv.port}"
+        said = re.search(rf"ontoos: demo: sign in at {re.escape(base)}/governance/login with the token (\S+) "
+                         r"\(principal demo, role admin, a reviewer; this run only\)", err)
+        assert said, err
+        token = said.group(1)
+        signed = request(srv, "POST", "/governance/login", who=None, body=urllib.parse.urlencode({"token": token}),
+                         headers={"Content-Type": "application/x-www-form-urlencoded", "Origin": base})
+        assert signed.status == 303 and signed.headers["location"] == "/governance"
+        catalog = request(srv, "GET", "/api/v1/catalog", who=None, headers={"Authorization": f"Bearer {token}"})
+        assert catalog.status == 200 and catalog.json["data"]["role"] == "admin"
+    finally:
+        srv.stop_cleanly()
+    assert "no principals configured" not in err
 
 
 def test_with_json_logs_the_start_lines_are_json_lines_too(embedded, tmp_path):

@@ -167,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--workers", type=int, default=1, metavar="N",
                    help="http: N server processes on the one port, supervised (default 1); MCP is then stateless")
     v.add_argument("--config", metavar="FILE", help="server configuration: principals and token hashes (default: $ONTOOS_CONFIG)")
+    v.add_argument("--demo", action="store_true",
+                   help="http: also a reviewer principal 'demo' with a token made for this run, printed with the "
+                        "sign-in URL (e.g. ontoos serve --http 127.0.0.1:8765 --demo)")
     v.add_argument("--role", help="stdio: the contract role to serve as")
     v.add_argument("--principal", help="stdio: a principal of --config to serve as")
     v.add_argument("--queries", metavar="FILE",

@@ -43,6 +43,8 @@ def cmd_serve(args) -> int:
     for ident, problem in registry.problems:
         say(f"named query {ident} skipped: {problem}", "WARNING")
     if args.stdio:
+        if args.demo:
+            raise UsageError("--demo is for --http: it prints a sign-in URL for the dashboard")
         if args.workers != 1:
             raise UsageError("--workers is for --http: serve --stdio serves the one caller that started it")
         try:
@@ -89,6 +91,9 @@ def _serve_http(args, contract, settings, config, registry) -> int:
     except ListenError as e:
         say(str(e), "ERROR")
         return EXIT_INTERNAL
+    demo_lines: list[str] = []
+    if getattr(args, "demo", False):
+        config, demo_lines = _demo_reviewer(contract, config, host, int(port))
     if not config.principals:
         say("no principals configured (--config): every request will be refused", "WARNING")
     from ..server.connections import serve
@@ -116,7 +121,7 @@ def _serve_http(args, contract, settings, config, registry) -> int:
         return serve(app, host, int(port), header_timeout_s=settings.header_timeout_s,
                      per_client=settings.connections_per_client, drain=drain, sock=sock, lines=lines, **as_json)
 
-    lines = start_lines(host, int(port))
+    lines = start_lines(host, int(port)) + demo_lines
     if workers == 1:
         status = one_server(0, lines)
     else:
@@ -127,6 +132,25 @@ def _serve_http(args, contract, settings, config, registry) -> int:
         status = supervise(workers, lambda index: one_server(index, None), lines,
                            on_exit=lambda pid: multiprocess.mark_process_dead(pid))
     return EXIT_OK if status == 0 else status
+
+
+def _demo_reviewer(contract, config, host: str, port: int):
+    """`serve --http --demo`: a reviewer principal `demo` with a token of this run, made here and said once
+    with the sign-in URL (as Datasette's --root). -> (the configuration with it, the lines to say)."""
+    import hashlib
+
+    from ..server.config import PrincipalConfig
+    from .tokens import new_token
+
+    role = "admin" if contract.role("admin") is not None else next(iter(contract.roles))
+    token = new_token()
+    demo = PrincipalConfig(role=role, token_sha256=hashlib.sha256(token.encode()).hexdigest(), reviewer=True)
+    config = config.model_copy(update={"principals": {**config.principals, "demo": demo}})
+    base = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+    return config, [f"ontoos: demo: sign in at {base}/governance/login with the token {token} (principal demo, role "
+                    f"{role}, a reviewer; this run only)",
+                    f"ontoos: demo: curl -H 'Authorization: Bearer {token}' '{base}/api/v1/explore?dataset=workloads"
+                    f"&fields=name,namespace&limit=5'"]
 
 
 def _metrics_directory() -> None:
