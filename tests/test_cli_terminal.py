@@ -116,3 +116,22 @@ def test_a_new_token_and_its_configuration_line_sign_the_principal_in(tmp_path):
     _, shown, _ = _at_terminal(["token", "new", "--principal", "bo", "--role", "viewer"])
     assert shown.splitlines()[0] == "token for bo (shown once, keep it secret):"
     assert shown.splitlines()[3].strip().startswith("bo: {role: viewer, token_sha256: ")
+
+
+def test_shell_completion_comes_from_the_same_parser(tmp_path):
+    for shell, marker in (("bash", "complete "), ("zsh", "#compdef ontoos"), ("fish", "complete --command ontoos")):
+        script = subprocess.run([serving.ontoos_executable(), "completion", shell], capture_output=True, text=True,
+                                timeout=60, env=_env())
+        assert script.returncode == 0 and marker in script.stdout, (shell, script.stdout[:300])
+
+    def complete(line: str) -> list[str]:
+        out = tmp_path / "completions"
+        env = {**_env(), "_ARGCOMPLETE": "1", "COMP_LINE": line, "COMP_POINT": str(len(line)),
+               "_ARGCOMPLETE_STDOUT_FILENAME": str(out)}
+        done = subprocess.run([serving.ontoos_executable()], capture_output=True, text=True, timeout=60, env=env)
+        assert done.returncode == 0, done.stderr
+        return sorted(w.strip() for w in out.read_text().split("\x0b") if w.strip())
+
+    assert complete("ontoos comp") == ["compile", "completion"]
+    assert complete("ontoos explore --for") == ["--format"]
+    assert [w for w in complete("ontoos completion ") if not w.startswith("-")] == ["bash", "fish", "zsh"]

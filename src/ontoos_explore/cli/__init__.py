@@ -69,9 +69,24 @@ def _quiet_libraries() -> None:
     if not _debug():
         logging.getLogger("psycopg").setLevel(logging.CRITICAL)
 
+def cmd_completion(args) -> int:
+    """`ontoos completion SHELL`: argcomplete's script for the shell, completing from this parser."""
+    import argcomplete
+
+    sys.stdout.write(argcomplete.shellcode(["ontoos"], shell=args.shell))
+    return EXIT_OK
+
+
+COMMANDS["completion"] = cmd_completion
+
+
 def main(argv: list[str] | None = None) -> int:
     _quiet_libraries()
     parser = build_parser()
+    if "_ARGCOMPLETE" in os.environ:  # the shell asking for completions (the script above): answered, exits
+        import argcomplete
+
+        argcomplete.autocomplete(parser)
     args = None
     try:
         args = parser.parse_args(_attach_values(list(sys.argv[1:] if argv is None else argv)))

@@ -245,6 +245,12 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--reviewer", action="store_true", help="may use the governance dashboard")
     _contract_arg(k)
 
+    sh = sub.add_parser("completion", help="the shell completion script for bash, zsh or fish",
+                        description="Print the completion script of this parser for a shell (argcomplete's). "
+                                    "Examples: eval \"$(ontoos completion bash)\" in ~/.bashrc; "
+                                    "ontoos completion fish > ~/.config/fish/completions/ontoos.fish")
+    sh.add_argument("shell", choices=("bash", "zsh", "fish"))
+
     d = sub.add_parser("demo", help="run example explorations on the embedded demo lakehouse",
                        description="Start the embedded PostgreSQL, load the demo lakehouse if needed, and run "
                                    "example explorations: joins, aggregates, a clamp note, and refusals.")
