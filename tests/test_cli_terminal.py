@@ -135,3 +135,15 @@ def test_shell_completion_comes_from_the_same_parser(tmp_path):
     assert complete("ontoos comp") == ["compile", "completion"]
     assert complete("ontoos explore --for") == ["--format"]
     assert [w for w in complete("ontoos completion ") if not w.startswith("-")] == ["bash", "fish", "zsh"]
+
+
+def test_audit_filters_name_what_exists():
+    """A filter that can match nothing is refused (with a did-you-mean) before any database is asked."""
+    for flag, value, says, hint in (("--subtype", "unknwn_field", "is not a subtype of the error table",
+                                     "did you mean 'UNKNOWN_FIELD'?"),
+                                    ("--dataset", "workloadz", "is not a dataset of the contract",
+                                     "did you mean 'workloads'?")):
+        done = subprocess.run([serving.ontoos_executable(), "audit", flag, value, "--dsn", "host=/nonexistent"],
+                              capture_output=True, text=True, timeout=60, env=_env())
+        err = json.loads(done.stdout)["error"]
+        assert done.returncode == 2 and says in err["message"] and err["hint"].startswith(hint), err

@@ -27,6 +27,7 @@ import pkgutil
 import re
 
 import ontoos_explore
+from ontoos_explore.cli.tokens import NAME as TOKEN_NAME
 from ontoos_explore.errors import ExploreError
 from ontoos_explore.explain import TEXT_FORM
 from ontoos_explore.governance.authoring import PATH
@@ -92,6 +93,8 @@ ADVERSARIAL = {
     "a long request id": (REQUEST_ID.fullmatch, "a" * N + "g"),
     # a registry entry's (nested) parameter names
     "a long dotted parameter name with a bad end": (PATH.fullmatch, "a." * (N // 2) + "a!"),
+    # `ontoos token new --principal NAME`
+    "a long principal name with a bad end": (TOKEN_NAME.fullmatch, "a." * (N // 2) + "!"),
 }
 
 # compiled at module level, read only at start or from PostgreSQL's own output: no request reaches them

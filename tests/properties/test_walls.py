@@ -101,7 +101,8 @@ def parents_hold(contract, scope, q, aliases) -> None:
             assert column in implied[fold(by_table[aliases[alias]].name)], (alias, column, q.sql)
     select_list = q.sql.split(" FROM ", 1)[0]
     after = re.split(r" GROUP BY | ORDER BY ", q.sql, maxsplit=1)[1:]
-    assert not re.search(r'"p\d+"', select_list + "".join(after)), q.sql
+    assert not re.search(r'"p\d+"\.', select_list + "".join(after)), q.sql  # a parent alias qualifying a column
+    # (a column may itself be named p0: `"t0"."p0" AS "p0"` reads the dataset's own column)
     where = q.sql.split(" WHERE ", 1)[1] if " WHERE " in q.sql else ""
     pairs = {(a, x, b, y) for a, x, b, y in EQUALS_RE.findall(q.sql.split(" WHERE ", 1)[0])}
     pairs |= {(b, y, a, x) for a, x, b, y in pairs}

@@ -17,6 +17,7 @@ def cmd_audit(args) -> int:
     from ..runtime import resolve_dsn
 
     contract = _load(args)
+    _check_filters(contract, args)
     settings = _settings(args)
     dsn = settings.audit_dsn or resolve_dsn(settings, contract)
     from ..governance.promote import promoted_fingerprints
@@ -152,3 +153,26 @@ def _request(args, contract) -> int:
         raise UpstreamError("the audit store is unavailable", reason="REQUEST_NOT_FILED") from None
     _emit({"ok": True, "data": filed, "meta": {"contract_hash": contract.hash}})
     return EXIT_OK
+
+
+def _check_filters(contract, args) -> None:
+    """`--subtype` a subtype of the error table and `--dataset` one of the contract's, else refused with a
+    did-you-mean (a filter that can match nothing would print an empty report as if all were well)."""
+    from ..errors import Codes, InputError
+    from ..errors.codes import all_rows
+    from ..names import did_you_mean, fold
+
+    if args.subtype is not None:
+        subtypes = sorted({row.subtype for row in all_rows()})
+        if args.subtype.upper() not in subtypes:
+            hint, _ = did_you_mean(args.subtype.upper(), subtypes, "subtypes")
+            raise InputError(Codes.INVALID_REQUEST, f"--subtype {args.subtype!r} is not a subtype of the error table",
+                             hint=hint)
+        args.subtype = args.subtype.upper()
+    if args.dataset is not None:
+        names = {fold(n): n for n in contract.datasets}
+        if fold(args.dataset) not in names:
+            hint, _ = did_you_mean(args.dataset, list(names.values()), "datasets")
+            raise InputError(Codes.INVALID_REQUEST, f"--dataset {args.dataset!r} is not a dataset of the contract",
+                             hint=hint)
+        args.dataset = names[fold(args.dataset)]
