@@ -147,3 +147,28 @@ def test_audit_filters_name_what_exists():
                               capture_output=True, text=True, timeout=60, env=_env())
         err = json.loads(done.stdout)["error"]
         assert done.returncode == 2 and says in err["message"] and err["hint"].startswith(hint), err
+
+
+def test_queries_as_a_table_and_a_pending_run_says_it_is_pending(tmp_path):
+    import yaml
+
+    from tests.named_queries import HOSTS_BY_PROVIDER
+
+    registry = tmp_path / "queries.yaml"
+    registry.write_text(yaml.safe_dump({"version": 1, "queries": [{**HOSTS_BY_PROVIDER, "status": "pending"}]}))
+    base = [serving.ontoos_executable(), "queries"]
+    listed = subprocess.run([*base, "list", "--queries", str(registry), "--format", "table"], capture_output=True,
+                            text=True, timeout=60, env=_env())
+    header, rule, row = listed.stdout.splitlines()
+    assert header.split() == ["id", "status", "domain", "title", "parameters"] and set(rule) <= {"-", " "}
+    assert row.split()[:2] == ["hosts_by_provider", "pending"] and row.endswith("provider")
+    shown = subprocess.run([*base, "show", "hosts_by_provider", "--queries", str(registry), "--format", "table"],
+                           capture_output=True, text=True, timeout=60, env=_env())
+    assert shown.stdout.splitlines()[:2] == ["hosts_by_provider  (pending)", "Hosts of a provider"]
+    assert "parameters: provider: string" in shown.stdout and 'FROM "lake"."hosts"' in shown.stdout
+    ran = subprocess.run([*base, "run", "hosts_by_provider", "--queries", str(registry), "--role", "analyst",
+                          "--param", "provider=aws", "--dsn", "host=/nonexistent"], capture_output=True, text=True,
+                         timeout=60, env=_env())
+    err = json.loads(ran.stdout)["error"]
+    assert ran.returncode == 2 and err["message"] == "'hosts_by_provider' is pending, not approved: it does not run yet"
+    assert "ontoos queries approve hosts_by_provider" in err["hint"]

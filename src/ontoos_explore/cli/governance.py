@@ -81,6 +81,10 @@ def cmd_queries(args) -> int:
         rows = [{"id": q.id, "title": q.title, "status": q.status, "domain": q.domain,
                  "parameters": [p.name for p in q.parameters]}
                 for q in matching(list(registry.entries.values()), args.domain, args.q)]
+        if _format(args) == "table":
+            print(_table([[r["id"], r["status"], r["domain"] or "", r["title"], ", ".join(r["parameters"])]
+                          for r in rows], ["id", "status", "domain", "title", "parameters"]))
+            return EXIT_OK
         _emit({"ok": True, "data": {"queries": rows, "skipped": [i for i, _ in registry.problems]}})
         return EXIT_OK
     if not args.id and not (args.action == "run" and args.cursor):  # a cursor alone names its query
@@ -98,8 +102,22 @@ def cmd_queries(args) -> int:
     if args.action == "show":
         if entry is None:
             raise UsageError(f"the registry has no valid query '{args.id}'")
-        _emit({"ok": True, "data": {**entry.describe(), "status": entry.status, "sql": entry.sql}})
+        shown = {**entry.describe(), "status": entry.status, "sql": entry.sql}
+        if _format(args) == "table":
+            params = ", ".join(f"{k}: {v.get('type', '')}" for k, v in shown["parameters"].get("properties", {}).items())
+            print("\n".join([f"{shown['id']}  ({shown['status']})", shown["title"],
+                              *([shown["description"]] if shown["description"] else []),
+                              f"parameters: {params or 'none'}", f"columns: {', '.join(shown['columns'])}",
+                              f"max rows: {shown['max_rows']}", *[f"note: {n}" for n in shown["notes"]],
+                              "", shown["sql"].rstrip()]))
+            return EXIT_OK
+        _emit({"ok": True, "data": shown})
         return EXIT_OK
+    if args.action == "run" and entry is not None and entry.status != "approved":  # the registry's own reader
+        from ..errors import Codes, InputError
+
+        raise InputError(Codes.UNKNOWN_QUERY, f"'{entry.id}' is {entry.status}, not approved: it does not run yet",
+                         hint=f"a reviewer approves it first (ontoos queries approve {entry.id}, or the dashboard)")
     from .. import pages
     from ..cursors import Cursors
     from ..envelope import Answer
@@ -153,6 +171,11 @@ def _request(args, contract) -> int:
         raise UpstreamError("the audit store is unavailable", reason="REQUEST_NOT_FILED") from None
     _emit({"ok": True, "data": filed, "meta": {"contract_hash": contract.hash}})
     return EXIT_OK
+
+
+def _format(args) -> str:
+    """--format, else a table on a terminal and JSON otherwise."""
+    return getattr(args, "format", None) or ("table" if sys.stdout.isatty() else "json")
 
 
 def _check_filters(contract, args) -> None:
