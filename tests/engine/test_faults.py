@@ -249,6 +249,6 @@ async def test_a_dsn_of_several_hosts_reads_from_one_that_answers(server, contra
 ])
 def test_what_counts_as_a_lost_connection(error, lost):
     """A lost connection is asked again elsewhere; a statement the server refused is the answer."""
-    from ontoos_explore.engine.executor import connection_lost
+    from ontoos_explore.engine.translate import connection_lost
 
     assert connection_lost(error, None) is lost

@@ -44,7 +44,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from ..compiler import CompiledQuery
 from ..evidence import Batch
 from .publish_log import batches, current_batches_sql, may_read_log
-from .translate import cost_budget, time_budget, translate, translate_plain
+from .translate import connection_lost, cost_budget, time_budget, translate, translate_plain
 from .rows import json_rows, load_as_text
 from .settings import Settings
 
@@ -355,23 +355,6 @@ class Executor:
             consistent=found is not None,
             replay_lag_s=None if behind is None else round(float(behind), 3),
         )
-
-
-# SQLSTATEs of a connection that went, not of the statement: class 08 (connection exception), and the
-# server shutting down or crashing (57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now)
-LOST = ("57P01", "57P02", "57P03")
-
-
-def connection_lost(e: BaseException, conn) -> bool:
-    """Whether `e` says the connection was lost (so another may answer), not that the statement failed."""
-    if not isinstance(e, psycopg.OperationalError) or isinstance(e, PoolTimeout):  # (no connection came: no retry)
-        return False
-    state = getattr(e, "sqlstate", None) or ""
-    if state == "57014":  # query_canceled: the statement timeout, the caller's own budget
-        return False
-    # no SQLSTATE: the client's own failure (the socket closed under a pipeline, which may end in
-    # PipelineAborted before the connection is marked broken), never a statement the server refused
-    return not state or state.startswith("08") or state in LOST or (conn is not None and conn.broken)
 
 
 def work(plan: dict) -> float:

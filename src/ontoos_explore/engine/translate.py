@@ -80,3 +80,20 @@ def translate(e: BaseException, q: CompiledQuery) -> ExploreError:
         return UpstreamError(reason=f"SQLSTATE_{state or 'NONE'}")
     log.error("unexpected database failure for %s: %s SQLSTATE %s", q.fingerprint, type(e).__name__, state)
     return InternalError("the exploration failed in the database", reason=f"SQLSTATE_{state}", code=Codes.DATABASE_ERROR)
+
+
+# SQLSTATEs of a connection that went, not of the statement: class 08 (connection exception), and the
+# server shutting down or crashing (57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now)
+LOST = ("57P01", "57P02", "57P03")
+
+
+def connection_lost(e: BaseException, conn) -> bool:
+    """Whether `e` says the connection was lost (so another may answer), not that the statement failed."""
+    if not isinstance(e, psycopg.OperationalError) or isinstance(e, PoolTimeout):  # (no connection came: no retry)
+        return False
+    state = getattr(e, "sqlstate", None) or ""
+    if state == "57014":  # query_canceled: the statement timeout, the caller's own budget
+        return False
+    # no SQLSTATE: the client's own failure (the socket closed under a pipeline, which may end in
+    # PipelineAborted before the connection is marked broken), never a statement the server refused
+    return not state or state.startswith("08") or state in LOST or (conn is not None and conn.broken)
