@@ -154,7 +154,8 @@ class Rest:
             arguments = await read()
         except ExploreError as e:
             self.tools.admission.done(ticket)  # the slot it took goes back unused
-            return answer_response(self.tools.refuse(e, principal, "rest", str(request.url.query)[:2000] or None))
+            return answer_response(self.tools.refuse(e, principal, "rest", str(request.url.query)[:2000] or None),
+                                   limits)
         answer = await unless_gone(request, self.tools.call(tool, arguments, principal, "rest", admitted=ticket))
         if answer is None:
             return answer_response(Answer.refusal(cancelled("rest")))
