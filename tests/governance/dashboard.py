@@ -173,6 +173,72 @@ def saved(dash: Dashboard) -> dict[str, dict[str, Any]]:
     return {q["id"]: q for q in yaml.safe_load(dash.registry.read_text(encoding="utf-8"))["queries"]}
 
 
+# ---------------------------------------------------------------- the known traffic
+
+REPEATED = "explore workloads fields name, replicas where namespace = '{ns}' and replicas > {n} order by name limit 5"
+XSS = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">"
+
+
+def explore(srv: Dashboard, who: str, body: dict[str, Any]) -> Any:
+    return call(srv, "POST", "/api/v1/explore", token=TOKENS[who], body=body)
+
+
+def explore_get(srv: Dashboard, who: str, params: list[tuple[str, str]]) -> Any:
+    return call(srv, "GET", "/api/v1/explore?" + urllib.parse.urlencode(params), token=TOKENS[who])
+
+
+EXPECTED_TOTALS = {"requests": 15, "refused": 12, "failed": 0, "principals": 3}
+
+
+def report_of(s: Dashboard) -> dict[str, Any]:
+    r = call(s, "GET", "/api/v1/governance/report", token=TOKENS[REV])
+    assert r.status == 200, r.body
+    return r.json()["data"]
+
+
+def send_traffic(s: Dashboard) -> dict[str, Any]:
+    """The known set of requests; returns what the callers saw that the page must show."""
+    seen: dict[str, Any] = {}
+    # the analyst reaches for three secret columns (one twice, once over GET), makes a syntax error,
+    # forgets the heavy dataset's filter, and tries to plant markup in a literal
+    r = explore(s, ANA, {"dataset": "workloads", "fields": ["name", "env_dump"]})
+    assert r.status == 400, r.body
+    seen["env_dump_error"] = r.json()["error"]
+    assert explore_get(s, ANA, [("dataset", "workloads"), ("fields", "name,env_dump")]).status == 400
+    assert explore(s, ANA, {"dataset": "configs", "fields": ["key", "value"], "filter": "source = 'env'"}).status == 400
+    assert explore(s, ANA, {"query": "explore hosts fields hostname, ssh_private_key"}).status == 400
+    r = explore(s, ANA, {"query": "explore workloads fields name wher"})
+    assert r.status == 400 and r.json()["error"]["subtype"] == "SYNTAX_ERROR"
+    seen["syntax_error"] = r.json()["error"]
+    r = explore(s, ANA, {"dataset": "table_refs", "fields": ["file_path"]})
+    assert r.status == 403 and r.json()["error"]["code"] == "EX406"
+    r = explore(s, ANA, {"query": f"explore workloads fields name where namespace = '{XSS}' and nosuchcol = 1"})
+    assert r.status == 400 and r.json()["error"]["subtype"] == "UNKNOWN_FIELD"
+    # the viewer: a secret column, a dataset outside its read sets (twice), a syntax error
+    assert explore(s, VIC, {"dataset": "workloads", "fields": ["name", "env_dump"]}).status == 400
+    assert explore(s, VIC, {"dataset": "hosts", "fields": ["hostname"]}).status == 400
+    assert explore_get(s, VIC, [("query", "explore hosts fields hostname")]).status == 400
+    assert explore(s, VIC, {"query": "explore workloads fields name,, namespace"}).status == 400
+    # a bad token
+    assert call(s, "GET", "/api/v1/catalog", token="not-a-token").status == 401
+    # one exploration, three times, by both, with other values
+    fps = set()
+    for who, ns, n in ((ANA, "prod", 2), (VIC, "staging", 1), (ANA, "payments", 0)):
+        r = explore(s, who, {"query": REPEATED.format(ns=ns, n=n)})
+        assert r.status == 200, r.body
+        fps.add(r.json()["meta"]["fingerprint"])
+    assert len(fps) == 1
+    seen["fingerprint"] = fps.pop()
+
+    # wait for the audit to flush: the reviewer's JSON report must reach the known totals
+    deadline = time.monotonic() + 60
+    while (report := report_of(s))["totals"] != EXPECTED_TOTALS and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert report["totals"] == EXPECTED_TOTALS
+    seen["report"] = report
+    return seen
+
+
 # ---------------------------------------------------------------- the audit of one server
 
 

@@ -348,7 +348,8 @@ def test_promote_and_approve_are_audited_and_not_by_the_same_reviewer(dash):
     # the page does not offer its promoter an Approve button; the other reviewer's page does
     def row(signed) -> str:
         page = call(dash, "GET", "/governance", headers=signed.header).body
-        return re.search(r"<tr><td>audited_query</td>.*?</tr>", page, re.S).group(0)
+        return re.search(r'<tr><td><a href="/governance/queries/audited_query">audited_query</a></td>.*?</tr>', page,
+                         re.S).group(0)
 
     assert "another" in row(rev) and "Approve" not in row(rev)
     assert "Approve" in row(rev2) and f"<td>{REV}</td>" in row(rev2)
@@ -655,10 +656,19 @@ def test_the_page_shows_no_text_from_the_url(dash):
                   f"done=approved&id={urllib.parse.quote(planted)}", "done=approved&id=%3Cb%3Ex%3C%2Fb%3E",
                   "done=approved"):
         r = call(dash, "GET", f"/governance?{query}", headers=rev.header)
-        assert r.status == 200, (query, r.status)
+        # a parameter the page does not take is refused, in words of the page's own
+        assert r.status == (400 if "msg=" in query else 200), (query, r.status)
         assert 'id="flash"' not in r.body and "evil.example" not in r.body and "<b>x" not in r.body, query
+    # nor does a refusal repeat what a URL put in a name or a value
+    for query in ("Your_session_expired_sign_in_at_evil.example=1", "outcome=evil.example", "format=evil.example",
+                  "window=evil.example", "windw=evil.example"):
+        r = call(dash, "GET", f"/governance/events?{query}", headers=rev.header)
+        assert r.status == 400 and "evil.example" not in r.body, (query, r.status)
+    r = call(dash, "GET", "/governance/events?windw=7d", headers=rev.header)
+    assert "did you mean &#39;window&#39;?" in r.body, r.body
     r = call(dash, "GET", "/governance?done=approved&id=hosts_by_provider", headers=rev.header)
-    assert '<p class="flash" id="flash">approved hosts_by_provider: agents can run it with ontoos_run_query</p>' in r.body
+    assert ('<p class="flash" id="flash" role="status">approved hosts_by_provider: agents can run it with '
+            'ontoos_run_query</p>') in r.body
     r = call(dash, "GET", "/governance?done=promoted&id=some_query", headers=rev.header)
     assert "promoted some_query (pending)" in r.body
     login = call(dash, "GET", f"/governance/login?msg={urllib.parse.quote(planted)}&done=elsewhere")

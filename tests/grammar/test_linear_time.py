@@ -37,7 +37,7 @@ from ontoos_explore.grammar.limits import _LIST_EVENTS, MAX_TEXT, check_lists
 from ontoos_explore.grammar.parser import parse_text
 from ontoos_explore.names import IDENT_RE
 from ontoos_explore.server.governance_actions import REQUEST_ID
-from ontoos_explore.server.governance_forms import DAYS, SUBTYPE
+from ontoos_explore.server import dashboard_pages, dashboard_views
 from ontoos_explore.server.query_string import INTEGER
 from ontoos_explore.templates import _CLOSED, _LITERAL, template_of
 from ontoos_explore.types import _DEC_RE, _INT_RE
@@ -84,8 +84,13 @@ ADVERSARIAL = {
     "a long limit": (INTEGER.fullmatch, "9" * N),
     "templates, the closed-string pattern on escapes": (_CLOSED.fullmatch, "'\\" * (N // 2) + "'"),
     # the dashboard's forms and the promote form
-    "a long subtype": (SUBTYPE.fullmatch, "A" * N + "!"),
-    "a long number of days": (DAYS.fullmatch, "9" * N),
+    "a long subtype": (dashboard_views.SUBTYPE.fullmatch, "A" * N + "!"),
+    "a long window": (dashboard_views.WINDOW.fullmatch, "9" * N + "d"),
+    "a long surface": (dashboard_views.SURFACE_NAME.fullmatch, "a" * N + "!"),
+    "a long page number": (dashboard_views.NUMBER.fullmatch, "9" * N),
+    "a long control-character search": (dashboard_views._CONTROL.search, "a" * N),
+    "a long event id": (dashboard_pages.EVENT_ID.fullmatch, "a" * N + "!"),
+    "a long audit fingerprint": (dashboard_pages.FINGERPRINT.fullmatch, "a" * N + "!"),
     "a long fingerprint": (FINGERPRINT.fullmatch, "a" * N + "g"),
     "blanks between words": (lambda t: _BLANKS.sub(" ", t), " \t" * (N // 2) + "x"),
     # explain's test for the text form, and the dashboard's request ids

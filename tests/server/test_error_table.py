@@ -588,6 +588,9 @@ TABLE: dict[str, dict[str, Any]] = {
     "NOT_ACCEPTABLE": http_only(Http("POST", "/api/v1/explore", json.dumps(QUESTION), {"Accept": "application/xml"}),
                                 Unreachable("/mcp's media types are the transport's own: an Accept it cannot "
                                             "answer is its TRANSPORT_REFUSED")),
+    "NOT_FOUND": http_only(Http("GET", "/governance/events/0000000000000000", "", {"Accept": "application/json"},
+                                who="rex"),
+                           Unreachable("/mcp names no events: the dashboard's pages are HTTP GETs of their own")),
     "WRONG_METHOD": http_only(Http("POST", "/api/v1/catalog", "{}"), Http("PATCH", "/mcp", "{}", {"Accept": ACCEPT})),
     "TRANSPORT_REFUSED": http_only(Unreachable("the REST API has no transport of its own to refuse (Host and Origin "
                                                "are the MCP SDK's DNS-rebinding checks)"),

@@ -122,6 +122,8 @@ class Codes:
     JSON_UNREADABLE = _c("EX102", VALIDATION, "INVALID_REQUEST", "not JSON (malformed, not UTF-8, NaN, duplicate keys)",
                          rpc=RPC_PARSE_ERROR)
     NO_ROUTE = _c("EX102", VALIDATION, "INVALID_REQUEST", "no such route", 404)
+    NOT_FOUND = _c("EX102", VALIDATION, "INVALID_REQUEST", "a dashboard page names an event, column, fingerprint "
+                   "or request there is none of", 404)
     WRONG_METHOD = _c("EX102", VALIDATION, "INVALID_REQUEST", "the route does not take this method", 405)
     NOT_ACCEPTABLE = _c("EX102", VALIDATION, "INVALID_REQUEST", "the Accept header (or format=) names no media type "
                         "the route gives", 406)

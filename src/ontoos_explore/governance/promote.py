@@ -41,7 +41,7 @@ from ..names import fold, is_identifier
 from ..pipeline import compile_exploration
 from .authoring import authored
 from .registry import NamedQuery, verify
-from .store import RegistryFileError, RegistryStore
+from .store import UNCHANGED, RegistryFileError, RegistryStore
 
 log = logging.getLogger("ontoos_explore.registry")
 
@@ -168,7 +168,7 @@ def build_entry(uses: list[tuple[str, str]], contract: Contract, ident: str, tit
         "status": "pending", "read_sets": read_sets, "parameters": parameters, "sql": newest.sql, "bind": bind,
         "columns": list(newest.columns), "max_rows": newest.limit, "timeout_ms": newest.plan.timeout_ms,
         "notes": [n for n in newest.notes if not n.startswith("limit ")], "origin_fingerprint": fingerprint or None,
-        "promoted_by": promoted_by,
+        "promoted_by": promoted_by, "promoted_at": now() if promoted_by else None,
     })
     return verify(entry, contract)  # the guard must accept it before it is written
 
@@ -223,22 +223,62 @@ def set_status(registry: RegistryStore | Path, ident: str, status: str) -> None:
 
 
 def approve(registry: RegistryStore | Path, ident: str, by: str, *, allow_self: bool = False) -> dict[str, Any]:
-    """Approve the entry `ident` as principal `by` (recorded as `approved_by`); refused (EX504
-    SELF_APPROVAL) when `by` promoted it, unless `allow_self`. Checked and written under the store's
+    """Approve the pending entry `ident` as principal `by` (recorded as `approved_by`, `approved_at`);
+    refused (EX504 SELF_APPROVAL) when `by` promoted it, unless `allow_self`, and refused for a retired
+    or rejected one; an approved one stays as it is. Checked and written under the store's
     lock, so what is checked is what is approved. Returns the entry as written."""
     from ..errors import self_approval
 
-    def change(entry: dict[str, Any]) -> None:
+    def change(entry: dict[str, Any]) -> Any:
+        status = entry.get("status", "pending")
+        if status == "approved":
+            return UNCHANGED  # approved already (a form sent twice): the file as it was, its approver kept
+        if status != "pending":
+            raise _not(entry, ident, "pending", "only a pending query is approved")
         if not allow_self and fold(str(entry.get("promoted_by") or "")) == fold(by):
             raise self_approval(str(entry.get("id", ident)), by)
-        entry["status"] = "approved"
-        entry["approved_by"] = by
+        entry.update(status="approved", approved_by=by, approved_at=now())
 
     return _store(registry).update(ident, change)
 
 
+def retire(registry: RegistryStore | Path, ident: str, by: str) -> dict[str, Any]:
+    """An approved query no longer runs (status `retired`, `retired_by`, `retired_at`); it stays in the
+    file, so its history and its fingerprint (never a candidate again) are kept."""
+    def change(entry: dict[str, Any]) -> None:
+        if entry.get("status") != "approved":
+            raise _not(entry, ident, "approved", "a pending one is rejected instead")
+        entry.update(status="retired", retired_by=by, retired_at=now())
+
+    return _store(registry).update(ident, change)
+
+
+def reject(registry: RegistryStore | Path, ident: str, by: str) -> dict[str, Any]:
+    """A pending query is refused for good (status `rejected`): it never runs, and its fingerprint is no
+    longer offered for promotion."""
+    def change(entry: dict[str, Any]) -> None:
+        if entry.get("status", "pending") != "pending":
+            raise _not(entry, ident, "pending", "an approved one is retired instead")
+        entry.update(status="rejected", rejected_by=by, rejected_at=now())
+
+    return _store(registry).update(ident, change)
+
+
+def _not(entry: dict[str, Any], ident: str, wanted: str, hint: str) -> InputError:
+    name = str(entry.get("id", ident))[:60]
+    return InputError(Codes.INVALID_REQUEST, f"'{name}' is {entry.get('status', 'pending')}, not {wanted}",
+                      hint=f"{hint}; reload its page to see where it stands")
+
+
+def now() -> str:
+    """The time of a registry change as the file records it: ISO 8601, UTC, to the second."""
+    import datetime as dt
+
+    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
 def promoted_fingerprints(registry: RegistryStore | Path | None) -> frozenset[str]:
-    """Origin fingerprints already in the registry (pending or approved). For the reports only, so a
+    """Origin fingerprints already in the registry, whatever their status. For the reports only, so a
     registry file that cannot be read is logged and counts as none (writing to it is refused)."""
     try:
         return _store(registry).origin_fingerprints()

@@ -91,7 +91,7 @@ class NamedQuery(BaseModel):
     id: str
     title: str
     description: str = ""
-    status: Literal["pending", "approved"] = "pending"
+    status: Literal["pending", "approved", "retired", "rejected"] = "pending"  # only approved ones run
     read_sets: tuple[str, ...]
     parameters: tuple[Parameter, ...] = ()
     sql: str
@@ -112,6 +112,13 @@ class NamedQuery(BaseModel):
     origin_fingerprint: str | None = None
     promoted_by: str | None = None  # the principal who promoted it (the dashboard), or "cli:<user>"
     approved_by: str | None = None  # the principal who approved it on the dashboard
+    # when each of those happened (ISO 8601, UTC), and who retired an approved one or rejected a pending one
+    promoted_at: str | None = None
+    approved_at: str | None = None
+    retired_by: str | None = None
+    retired_at: str | None = None
+    rejected_by: str | None = None
+    rejected_at: str | None = None
     datasets: tuple[str, ...] = Field((), exclude=True)  # filled from the guard's verdict
     # per output column, the (dataset, column) pairs it reads: from the guard's verdict, for masking
     sources: tuple[tuple[tuple[str, str], ...], ...] = Field((), exclude=True)
@@ -190,21 +197,19 @@ class Registry:
         """The entries of the registry file (`source`: a `store.RegistryStore`, a path or None), read
         through its store and each verified; a missing file (or None) is an empty registry, one that
         cannot be read a `store.RegistryFileError`."""
-        from .store import RegistryStore
+        from .store import RegistryStore, default_status
 
         store = source if isinstance(source, RegistryStore) else RegistryStore(source)
         entries: dict[str, NamedQuery] = {}
         problems: list[tuple[str, str]] = []
         data, _ = store.read()
-        # a file in the authors' format (version: 1) is the reviewed registry: an entry runs unless it says
-        # `status: pending` (as promotion writes it); in the older format an entry waits for approval
-        default_status = "approved" if data.get("version") == 1 else "pending"
+        status = default_status(data)
         for i, item in enumerate(data.get("queries") or []):
             ident = item.get("id", f"#{i}") if isinstance(item, dict) else f"#{i}"
             try:
                 if not isinstance(item, dict):
                     raise ValueError(f"an entry is a mapping, not a {type(item).__name__}")
-                entry = NamedQuery.model_validate(normalize(item, default_status))
+                entry = NamedQuery.model_validate(normalize(item, status))
                 entries[fold(entry.id)] = verify(entry, contract)
             except ValidationError as e:
                 first = e.errors()[0]

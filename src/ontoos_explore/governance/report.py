@@ -1,25 +1,36 @@
 """Governance, reports: the audit events -> what a reviewer needs to see.
 
-One function per view, each a static, parameterized query over
-`ontoos_audit.events`; filters (window, dataset, subtype) are parameters that
-are NULL when unused, never SQL text. `report()` gathers them all for the
-dashboard, the JSON API and `ontoos audit`.
+Every view is a static, parameterized query over `ontoos_audit.events`,
+composed once at import from fixed fragments; the filters (window, dataset,
+subtype, principal, surface, outcome, and for the investigation pages a
+column and fingerprints) are parameters that are NULL when unused, never SQL
+text. A view pages (`Page`: LIMIT/OFFSET) and counts what it would list, so no
+table is ever capped silently: `table(conn, view, f, page)` -> `Table` (its
+rows and its total). `report()` gathers the first rows of every view for the
+dashboard's summary, the JSON API and `ontoos audit`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 
-# The filter every view shares: a time window, and optionally one dataset and one subtype.
+# The filter every view shares. `column` and `fingerprints` narrow the investigation pages.
 WHERE = ("at >= now() - make_interval(days => %(days)s) "
          "AND (%(dataset)s::text IS NULL OR dataset = %(dataset)s) "
-         "AND (%(subtype)s::text IS NULL OR error_subtype = %(subtype)s)")
+         "AND (%(subtype)s::text IS NULL OR error_subtype = %(subtype)s) "
+         "AND (%(principal)s::text IS NULL OR principal = %(principal)s) "
+         "AND (%(surface)s::text IS NULL OR surface = %(surface)s) "
+         "AND (%(outcome)s::text IS NULL OR outcome = %(outcome)s) "
+         "AND (%(column)s::text IS NULL OR column_name = %(column)s) "
+         "AND (%(fingerprints)s::text[] IS NULL OR fingerprint = ANY(%(fingerprints)s))")
 REFUSED = "outcome = 'refused'"
+OUTCOMES = ("ok", "refused", "failed")
+MAX_DAYS = 365
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,12 +38,53 @@ class Filters:
     days: int = 14
     dataset: str | None = None
     subtype: str | None = None
+    principal: str | None = None
+    surface: str | None = None
+    outcome: str | None = None
+    column: str | None = None
+    fingerprints: tuple[str, ...] | None = None
 
     def params(self) -> dict[str, Any]:
-        return {"days": self.days, "dataset": self.dataset, "subtype": self.subtype}
+        return {"days": self.days, "dataset": self.dataset, "subtype": self.subtype, "principal": self.principal,
+                "surface": self.surface, "outcome": self.outcome, "column": self.column,
+                "fingerprints": list(self.fingerprints) if self.fingerprints is not None else None}
 
     def query(self) -> dict[str, str]:
-        return {k: str(v) for k, v in (("days", self.days), ("dataset", self.dataset), ("subtype", self.subtype)) if v}
+        """The filters as a URL's query parameters (`window=14d`, and each one that is set, by its name)."""
+        return {"window": f"{self.days}d", **{k: v for k in ("dataset", "subtype", "principal", "surface", "outcome")
+                                             if (v := getattr(self, k))}}
+
+    def shown(self) -> dict[str, Any]:
+        return {"days": self.days, **{k: getattr(self, k) for k in
+                                             ("dataset", "subtype", "principal", "surface", "outcome")}}
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    number: int = 1
+    size: int = 20
+
+    @property
+    def offset(self) -> int:
+        return (self.number - 1) * self.size
+
+
+@dataclass(slots=True)
+class Table:
+    view: str
+    columns: tuple[str, ...]
+    rows: list[dict[str, Any]]
+    total: int
+    page: Page = field(default_factory=Page)
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.page.size))
+
+    def shown(self) -> dict[str, Any]:
+        """What the JSON answers say of the page: which rows of how many."""
+        return {"number": self.page.number, "size": self.page.size, "total": self.total, "pages": self.pages,
+                "first_row": self.page.offset + 1 if self.rows else 0, "last_row": self.page.offset + len(self.rows)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +109,84 @@ class Rule:
         return cls.from_settings(read(env))
 
 
+@dataclass(frozen=True, slots=True)
+class View:
+    """One listing: `body` is its SELECT without ORDER BY (counted as a subquery), `order` its order."""
+
+    columns: tuple[str, ...]
+    body: str
+    order: str
+
+    @property
+    def sql(self) -> str:
+        return f"{self.body} ORDER BY {self.order} LIMIT %(limit)s OFFSET %(offset)s"
+
+    @property
+    def count_sql(self) -> str:
+        return f"SELECT count(*) FROM ({self.body}) AS listed"
+
+
+def _counted(key: str, extra: str = "TRUE") -> View:
+    return View(("key", "n"), f"SELECT {key} AS key, count(*) AS n FROM ontoos_audit.events "
+                              f"WHERE {REFUSED} AND {WHERE} AND {extra} GROUP BY {key}", "n DESC, key")
+
+
+# what the caller saw (the true reason and the column reached for are on the event's own page)
+EVENT_COLUMNS = ("id", "at", "principal", "role", "surface", "dataset", "outcome", "subtype", "code", "message", "hint",
+                 "exploration", "fingerprint")
+_EVENTS = ("SELECT id, at, principal, role, surface, dataset, outcome, error_subtype AS subtype, error_code AS code, "
+           "message, hint, exploration, fingerprint FROM ontoos_audit.events WHERE {where}")
+
+# Composed once, at import, from fixed fragments: no caller text ever reaches these.
+VIEW_SQL: dict[str, View] = {
+    "by_subtype": _counted("error_subtype"),
+    "by_dataset": _counted("dataset", "dataset IS NOT NULL"),
+    "by_principal": _counted("principal"),
+    "by_column": View(("dataset", "column_name", "reason", "n", "principals", "who", "first", "last"),
+                      "SELECT dataset, column_name, reason, count(*) AS n, count(DISTINCT principal) AS principals, "
+                      "array_agg(DISTINCT principal) AS who, min(at) AS first, max(at) AS last "
+                      f"FROM ontoos_audit.events WHERE {REFUSED} AND {WHERE} AND column_name IS NOT NULL "
+                      "GROUP BY dataset, column_name, reason", "n DESC, dataset, column_name"),
+    "recent": View(EVENT_COLUMNS, _EVENTS.format(where=f"{REFUSED} AND {WHERE}"), "at DESC, id"),
+    "events": View(EVENT_COLUMNS, _EVENTS.format(where=WHERE), "at DESC, id"),
+    "recurring": View(("fingerprint", "uses", "principals", "ok", "dataset", "example", "last"),
+                      "SELECT fingerprint, count(*) AS uses, count(DISTINCT principal) AS principals, "
+                      "count(*) FILTER (WHERE outcome = 'ok') AS ok, max(dataset) AS dataset, "
+                      "(array_agg(exploration ORDER BY at DESC))[1] AS example, max(at) AS last "
+                      f"FROM ontoos_audit.events WHERE {WHERE} AND fingerprint IS NOT NULL GROUP BY fingerprint",
+                      "uses DESC, fingerprint"),
+    # who reached for a column, or ran a fingerprint: each principal's attempts, first and last
+    "who": View(("principal", "n", "first", "last"),
+                "SELECT principal, count(*) AS n, min(at) AS first, max(at) AS last FROM ontoos_audit.events "
+                f"WHERE {WHERE} GROUP BY principal", "n DESC, principal"),
+    # each distinct exploration text of a fingerprint (its literals differ), with how often and when
+    "examples": View(("exploration", "n", "ok", "last"),
+                     "SELECT exploration, count(*) AS n, count(*) FILTER (WHERE outcome = 'ok') AS ok, max(at) AS last "
+                     f"FROM ontoos_audit.events WHERE {WHERE} AND exploration IS NOT NULL GROUP BY exploration",
+                     "last DESC, exploration"),
+}
+# days are UTC days, as every time the pages show is UTC (whatever the session's TimeZone)
+BY_DAY = (f"SELECT (at AT TIME ZONE 'UTC')::date AS day, count(*) AS n FROM ontoos_audit.events "
+          f"WHERE {REFUSED} AND {WHERE} GROUP BY 1 ORDER BY 1")
+BY_DAY_SUBTYPE = (f"SELECT (at AT TIME ZONE 'UTC')::date AS day, error_subtype AS subtype, count(*) AS n "
+                  f"FROM ontoos_audit.events WHERE {REFUSED} AND {WHERE} GROUP BY 1, 2 ORDER BY 1, 2")
+TOTALS = ("SELECT count(*) AS requests, count(*) FILTER (WHERE outcome = 'refused') AS refused, "
+          "count(*) FILTER (WHERE outcome = 'failed') AS failed, count(DISTINCT principal) AS principals, "
+          f"min(at) AS first, max(at) AS last FROM ontoos_audit.events WHERE {WHERE}")
+EVENT = ("SELECT id, at, principal, role, surface, dataset, exploration, fingerprint, outcome, error_type, "
+         "error_subtype AS subtype, error_code AS code, reason, column_name, message, hint, rows, truncated, "
+         "elapsed_ms, cost FROM ontoos_audit.events WHERE id = %(id)s")
+CANDIDATES = ("SELECT fingerprint, count(*) AS uses, count(DISTINCT principal) AS principals, "
+              "max(dataset) AS dataset, (array_agg(exploration ORDER BY at DESC))[1] AS example, "
+              "max(at) AS last FROM ontoos_audit.events "
+              "WHERE outcome = 'ok' AND fingerprint IS NOT NULL AND fingerprint NOT LIKE 'named:%%' "
+              "AND at >= now() - make_interval(days => %(days)s) "
+              "AND (%(dataset)s::text IS NULL OR dataset = %(dataset)s) "
+              "GROUP BY fingerprint HAVING count(*) >= %(uses)s AND count(DISTINCT principal) >= %(principals)s "
+              "ORDER BY uses DESC, fingerprint")
+VIEWS = ("totals", "by_subtype", "by_dataset", "by_column", "by_principal", "by_day", "recent", "recurring", "candidates")
+
+
 def _rows(conn: psycopg.Connection, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     with conn.cursor(row_factory=dict_row) as cur:
         cur.execute(sql, params)
@@ -69,97 +199,84 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def _count_sql(key: str, extra: str = "TRUE") -> str:
-    return (f"SELECT {key} AS key, count(*) AS n FROM ontoos_audit.events "
-            f"WHERE {REFUSED} AND {WHERE} AND {extra} GROUP BY {key} ORDER BY n DESC, key LIMIT 50")
-
-
-# Composed once, at import, from fixed column names: no caller text ever reaches these.
-COUNT_BY = {
-    "error_subtype": _count_sql("error_subtype"),
-    "dataset": _count_sql("dataset", "dataset IS NOT NULL"),
-    "principal": _count_sql("principal"),
-}
-
-
-def _count_by(conn, key: str, f: Filters) -> list[dict[str, Any]]:
-    return _rows(conn, COUNT_BY[key], f.params())
+def table(conn: psycopg.Connection, view: str, f: Filters, page: Page = Page()) -> Table:
+    """One page of a view and how many rows it has in all (VIEW_SQL names the views)."""
+    v = VIEW_SQL[view]
+    params = f.params()
+    rows = _rows(conn, v.sql, {**params, "limit": page.size, "offset": page.offset})
+    if page.offset == 0 and len(rows) < page.size:
+        total = len(rows)  # the whole of it is here: no count to ask for
+    else:
+        total = conn.execute(v.count_sql, params).fetchone()[0]
+    return Table(view, v.columns, rows, total, page)
 
 
 def by_subtype(conn, f: Filters):
-    return _count_by(conn, "error_subtype", f)
+    return table(conn, "by_subtype", f, Page(1, 50)).rows
 
 
 def by_dataset(conn, f: Filters):
-    return _count_by(conn, "dataset", f)
+    return table(conn, "by_dataset", f, Page(1, 50)).rows
 
 
 def by_principal(conn, f: Filters):
-    return _count_by(conn, "principal", f)
+    return table(conn, "by_principal", f, Page(1, 50)).rows
 
 
 def by_column(conn, f: Filters):
     """Which secret and hidden columns people reach for, and who."""
-    return _rows(conn, f"SELECT dataset, column_name, reason, count(*) AS n, "
-                       f"count(DISTINCT principal) AS principals, array_agg(DISTINCT principal) AS who "
-                       f"FROM ontoos_audit.events WHERE {REFUSED} AND {WHERE} AND column_name IS NOT NULL "
-                       f"GROUP BY dataset, column_name, reason ORDER BY n DESC, dataset, column_name LIMIT 50", f.params())
+    return table(conn, "by_column", f, Page(1, 50)).rows
 
 
 def by_day(conn, f: Filters):
-    return _rows(conn, f"SELECT date_trunc('day', at)::date AS day, count(*) AS n FROM ontoos_audit.events "
-                       f"WHERE {REFUSED} AND {WHERE} GROUP BY 1 ORDER BY 1", f.params())
+    return _rows(conn, BY_DAY, f.params())
+
+
+def by_day_and_subtype(conn, f: Filters):
+    return _rows(conn, BY_DAY_SUBTYPE, f.params())
 
 
 def recent(conn, f: Filters, limit: int = 20):
-    return _rows(conn, f"SELECT id, at, principal, role, surface, dataset, exploration, error_subtype AS subtype, "
-                       f"error_code AS code, message, hint FROM ontoos_audit.events "
-                       f"WHERE {REFUSED} AND {WHERE} ORDER BY at DESC LIMIT %(limit)s", {**f.params(), "limit": limit})
+    return table(conn, "recent", f, Page(1, limit)).rows
 
 
 def recurring(conn, f: Filters, limit: int = 20):
-    return _rows(conn, f"SELECT fingerprint, count(*) AS uses, count(DISTINCT principal) AS principals, "
-                       f"count(*) FILTER (WHERE outcome = 'ok') AS ok, max(dataset) AS dataset, "
-                       f"(array_agg(exploration ORDER BY at DESC))[1] AS example, max(at) AS last "
-                       f"FROM ontoos_audit.events WHERE {WHERE} AND fingerprint IS NOT NULL "
-                       f"GROUP BY fingerprint ORDER BY uses DESC, fingerprint LIMIT %(limit)s",
-                 {**f.params(), "limit": limit})
+    return table(conn, "recurring", f, Page(1, limit)).rows
+
+
+def event(conn, ident: str) -> dict[str, Any] | None:
+    rows = _rows(conn, EVENT, {"id": ident})
+    return rows[0] if rows else None
 
 
 def candidates(conn, rule: Rule, dataset: str | None = None):
     """Fingerprints answered at least min_uses times by at least min_principals principals."""
-    return _rows(conn, "SELECT fingerprint, count(*) AS uses, count(DISTINCT principal) AS principals, "
-                       "max(dataset) AS dataset, (array_agg(exploration ORDER BY at DESC))[1] AS example, "
-                       "max(at) AS last FROM ontoos_audit.events "
-                       "WHERE outcome = 'ok' AND fingerprint IS NOT NULL AND fingerprint NOT LIKE 'named:%%' "
-                       "AND at >= now() - make_interval(days => %(days)s) "
-                       "AND (%(dataset)s::text IS NULL OR dataset = %(dataset)s) "
-                       "GROUP BY fingerprint HAVING count(*) >= %(uses)s AND count(DISTINCT principal) >= %(principals)s "
-                       "ORDER BY uses DESC, fingerprint",
-                 {"days": rule.days, "dataset": dataset, "uses": rule.min_uses, "principals": rule.min_principals})
+    return _rows(conn, CANDIDATES, {"days": rule.days, "dataset": dataset, "uses": rule.min_uses,
+                                    "principals": rule.min_principals})
 
 
 def totals(conn, f: Filters):
-    return _rows(conn, f"SELECT count(*) AS requests, count(*) FILTER (WHERE outcome = 'refused') AS refused, "
-                       f"count(*) FILTER (WHERE outcome = 'failed') AS failed, count(DISTINCT principal) AS principals "
-                       f"FROM ontoos_audit.events WHERE {WHERE}", f.params())[0]
+    return _rows(conn, TOTALS, f.params())[0]
 
 
-VIEWS = ("totals", "by_subtype", "by_dataset", "by_column", "by_principal", "by_day", "recent", "recurring", "candidates")
-
-
-def report(conn: psycopg.Connection, f: Filters, rule: Rule, promoted: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """Every view; `promoted` fingerprints (already in the registry) are no longer candidates."""
+def report(conn: psycopg.Connection, f: Filters, rule: Rule, promoted: frozenset[str] = frozenset(), *,
+           rows: int = 50) -> dict[str, Any]:
+    """The first `rows` of every view (20 of the recent rejections and recurring explorations), and in
+    `counts` how many each has in all; `promoted` fingerprints (in the registry) are no longer candidates."""
+    tables = {view: table(conn, view, f, Page(1, rows if view not in ("recent", "recurring") else 20))
+              for view in ("by_subtype", "by_dataset", "by_column", "by_principal", "recent", "recurring")}
+    listed = [c for c in candidates(conn, rule, f.dataset) if c["fingerprint"] not in promoted]
+    t = totals(conn, f)
     return {
-        "filters": {"days": f.days, "dataset": f.dataset, "subtype": f.subtype},
-        "totals": totals(conn, f),
-        "by_subtype": by_subtype(conn, f),
-        "by_dataset": by_dataset(conn, f),
-        "by_column": by_column(conn, f),
-        "by_principal": by_principal(conn, f),
+        "filters": f.shown(),
+        "totals": {k: t[k] for k in ("requests", "refused", "failed", "principals")},
+        **{view: tab.rows for view, tab in tables.items()},
         "by_day": by_day(conn, f),
-        "recent": recent(conn, f),
-        "recurring": recurring(conn, f),
-        "candidates": [c for c in candidates(conn, rule, f.dataset) if c["fingerprint"] not in promoted],
+        "candidates": listed,
+        "counts": {**{view: tab.total for view, tab in tables.items()}, "candidates": len(listed)},
         "rule": {"min_uses": rule.min_uses, "min_principals": rule.min_principals, "days": rule.days},
     }
+
+
+def narrowed(f: Filters, **changes: Any) -> Filters:
+    return replace(f, **changes)

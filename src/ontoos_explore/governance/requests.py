@@ -2,6 +2,7 @@
 
     request = file(conn, principal="alice", role="analyst", surface="mcp", question="...", dataset="workloads")
     open_requests(conn)                      # the dashboard's list, newest first
+    listing(conn, page) / get(conn, request_id)   # every request (open or closed), one request
     close(conn, request_id, by="rex", answered_by="workloads_by_owner")
 
 A request records the question, who asked (principal, role, surface), the
@@ -53,6 +54,11 @@ OPEN = ("SELECT id, at, principal, role, surface, question, dataset, refusals FR
 CLOSE = ("UPDATE ontoos_audit.requests SET status = 'closed', closed_at = now(), closed_by = %s, answered_by = %s "
          "WHERE id = %s AND status = 'open'")
 COLUMNS = ("id", "at", "principal", "role", "surface", "question", "dataset", "refusals")
+ALL_COLUMNS = COLUMNS + ("status", "closed_at", "closed_by", "answered_by")
+_ALL = f"SELECT {', '.join(ALL_COLUMNS)} FROM ontoos_audit.requests"
+PAGE = f"{_ALL} ORDER BY at DESC, id LIMIT %s OFFSET %s"
+COUNT = "SELECT count(*) FROM ontoos_audit.requests"
+ONE = f"{_ALL} WHERE id = %s"
 
 
 def question_of(value: Any) -> str:
@@ -78,14 +84,30 @@ def file(conn: psycopg.Connection, *, principal: str, role: str | None, surface:
 
 
 def open_requests(conn: psycopg.Connection, limit: int = 50) -> list[dict[str, Any]]:
-    conn.execute(AUDIT_SCHEMA)
-    conn.execute(SCHEMA)
+    _ready(conn)
     return [dict(zip(COLUMNS, row)) for row in conn.execute(OPEN, [limit]).fetchall()]
 
 
 def close(conn: psycopg.Connection, request_id: str, by: str, answered_by: str | None = None) -> bool:
     """Close an open request (False: no open request has that id)."""
     with conn.transaction():
-        conn.execute(AUDIT_SCHEMA)
-        conn.execute(SCHEMA)
+        _ready(conn)
         return conn.execute(CLOSE, [by, answered_by, request_id]).rowcount == 1
+
+
+def _ready(conn: psycopg.Connection) -> None:
+    conn.execute(AUDIT_SCHEMA)
+    conn.execute(SCHEMA)
+
+
+def listing(conn: psycopg.Connection, limit: int, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """(a page of every request, open or closed, newest first; how many there are)."""
+    _ready(conn)
+    rows = [dict(zip(ALL_COLUMNS, row)) for row in conn.execute(PAGE, [limit, offset]).fetchall()]
+    return rows, conn.execute(COUNT).fetchone()[0]
+
+
+def get(conn: psycopg.Connection, request_id: str) -> dict[str, Any] | None:
+    _ready(conn)
+    row = conn.execute(ONE, [request_id]).fetchone()
+    return dict(zip(ALL_COLUMNS, row)) if row else None

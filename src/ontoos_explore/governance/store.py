@@ -82,6 +82,21 @@ DEMO_REGISTRY = Path(__file__).resolve().parent.parent / "data" / "demo_queries.
 DEFAULT_FILE = Path("queries.yaml")  # the `queries` setting's default
 
 
+UNCHANGED = object()  # what an `update` change returns when the entry is already as asked: nothing is written
+
+
+class _Unchanged(Exception):
+    def __init__(self, entry: dict[str, Any]) -> None:
+        self.entry = entry
+
+
+def default_status(data: dict[str, Any]) -> str:
+    """The status of an entry that names none: a file in the authors' format (version: 1) is the reviewed
+    registry, where an entry runs unless it says `status: pending` (as promotion writes it); in the older
+    format an entry waits for approval."""
+    return "approved" if data.get("version") == 1 else "pending"
+
+
 def store_for(path: str | Path | None, contract_path: str | Path | None) -> "RegistryStore":
     """The registry of a deployment: the file `path`. On the embedded demo contract (`contract_path`
     None) with the default file (queries.yaml in the working directory), a file not yet written reads
@@ -155,8 +170,16 @@ class RegistryStore:
         """The raw items of `queries:` (mappings, or whatever else a hand edit left there)."""
         return list(self.read()[0].get("queries") or [])
 
+    def listed(self) -> list[dict[str, Any]]:
+        """The entries that are mappings, each a copy with the status it has (`default_status` where the
+        file leaves it out): what the dashboard lists."""
+        data, _ = self.read()
+        status = default_status(data)
+        return [{"status": status, **q} for q in data.get("queries") or [] if isinstance(q, dict)]
+
     def origin_fingerprints(self) -> frozenset[str]:
-        """Origin fingerprints already in the registry (pending or approved)."""
+        """Origin fingerprints already in the registry, whatever their status (a retired or rejected one
+        is never offered for promotion again)."""
         return frozenset(str(q["origin_fingerprint"]) for q in self.entries()
                          if isinstance(q, dict) and q.get("origin_fingerprint"))
 
@@ -180,14 +203,22 @@ class RegistryStore:
         """The status of the entry with this id (case-insensitively); UNKNOWN_QUERY if there is none."""
         self.update(ident, lambda q: q.__setitem__("status", status))
 
-    def update(self, ident: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    def update(self, ident: str, change: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
         """`change(entry)` on the entry with this id (case-insensitively), in place, and the file written,
         all under the lock: what `change` checks is what is written. UNKNOWN_QUERY if there is none;
-        nothing is written if `change` raises. Returns the entry as written."""
+        nothing is written if `change` raises or returns UNCHANGED. Returns the entry as it stands."""
+        try:
+            return self._update(ident, change)
+        except _Unchanged as e:
+            return e.entry
+
+    def _update(self, ident: str, change: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
         with self._change() as data:
             for q in data.get("queries") or []:
                 if isinstance(q, dict) and fold(str(q.get("id", ""))) == fold(str(ident)):
-                    change(q)
+                    q.setdefault("status", default_status(data))  # what `change` checks, written out
+                    if change(q) is UNCHANGED:
+                        raise _Unchanged(q)  # nothing to write: the file stays as it is
                     return q
             raise InputError(Codes.UNKNOWN_QUERY, f"the registry has no query '{str(ident)[:60]}'",
                              hint="ontoos queries list")

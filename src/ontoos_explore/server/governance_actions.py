@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import urllib.parse
 from typing import Any
 
 import psycopg
@@ -88,6 +89,25 @@ class Actions:
             return f"approve {entry.get('id', ident)} (promoted by {promoted_by})", _done("approved", str(entry.get("id", ident))), "APPROVED"
 
         return await self._action(request, "approve", act)
+
+    async def retire(self, request: Request) -> Response:
+        return await self._change_status(request, "retire", promotion.retire, "retired", "RETIRED")
+
+    async def reject(self, request: Request) -> Response:
+        return await self._change_status(request, "reject", promotion.reject, "rejected", "REJECTED")
+
+    async def _change_status(self, request: Request, name: str, change, done: str, reason: str) -> Response:
+        """Retire an approved query or reject a pending one, from its page; back to its page."""
+        async def act(form: Form, principal: Principal, session: Session):
+            ident = _ident(form.one("id"))
+            self._registry_configured()
+            entry = await asyncio.to_thread(change, self.store, ident, principal.name)
+            self._reload_registry()
+            written = str(entry.get("id", ident))
+            return (f"{name} {written}", _done(done, written, f"/governance/queries/{urllib.parse.quote(written)}"),
+                    reason)
+
+        return await self._action(request, name, act)
 
     async def close_request(self, request: Request) -> Response:
         async def act(form: Form, principal: Principal, session: Session):

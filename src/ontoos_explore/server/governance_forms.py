@@ -9,7 +9,6 @@ from the URL.
 from __future__ import annotations
 
 import json
-import re
 import unicodedata
 import urllib.parse
 from typing import Any
@@ -26,6 +25,8 @@ DONE = {
     "promoted": "promoted {id} (pending): it runs once a reviewer approves it below",
     "approved": "approved {id}: agents can run it with ontoos_run_query",
     "closed": "closed request {id}",
+    "retired": "retired {id}: it no longer runs",
+    "rejected": "rejected {id}: it never runs, and its fingerprint is not offered again",
 }
 LOGIN_DONE = {"signed_out": "You are signed out: the session has ended."}
 
@@ -33,8 +34,6 @@ MAX_FORM = 64 * 1024
 MAX_FIELDS = 300
 FIELD_LIMITS = {"token": 4096, "csrf": 200, "fingerprint": 64, "id": 63, "title": promotion.MAX_TITLE, "keep": 2000,
                 "answered_by": 63}
-SUBTYPE = re.compile(r"[A-Z][A-Z_]{0,39}")
-DAYS = re.compile(r"[0-9]{1,3}")
 # what a field may not hold: control characters (C0, DEL, C1), surrogates, private use, and the bidi controls
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
@@ -96,8 +95,8 @@ def _describe(name: str, form: Form) -> str:
     return " ".join(parts)
 
 
-def _done(key: str, ident: str) -> RedirectResponse:
-    return RedirectResponse("/governance?" + urllib.parse.urlencode({"done": key, "id": ident}), status_code=303)
+def _done(key: str, ident: str, path: str = "/governance") -> RedirectResponse:
+    return RedirectResponse(path + "?" + urllib.parse.urlencode({"done": key, "id": ident}), status_code=303)
 
 
 def _notice(request: Request, table: dict[str, str]) -> str | None:

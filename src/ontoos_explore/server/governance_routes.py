@@ -58,13 +58,20 @@ from ..errors import AuthError, Codes, ExploreError, InputError
 from ..governance import promote as promotion
 from ..governance import report as rep
 from ..governance import requests as template_requests
-from ..names import is_identifier
+from ..names import did_you_mean
 from .config import Authenticator, Principal
 from .governance_actions import Actions
-from .governance_forms import DAYS, DONE, SUBTYPE, _codes, _notice, _origin, _shown, _suggest_id, _suggest_title
+from . import chart
+from . import dashboard_views as dv
+from .dashboard_pages import Pages
+from .governance_forms import DONE, _notice, _origin, _shown, _suggest_id, _suggest_title
 from .sessions import COOKIE, Session, Sessions
 
 SURFACE = "dashboard"  # the audit's surface of every governance action
+SUMMARY_ROWS = 10  # rows of each table on the summary (the recent rejections and recurring explorations: 20)
+SUMMARY_TABLES = {"by_column": dv.LISTINGS["columns"], "by_subtype": dv.LISTINGS["subtypes"],
+                  "by_dataset": dv.LISTINGS["datasets"], "by_principal": dv.LISTINGS["principals"],
+                  "recurring": dv.LISTINGS["fingerprints"]}
 _env = Environment(loader=PackageLoader("ontoos_explore.server", "templates"), autoescape=select_autoescape(["html"]))
 CSS = _env.loader.get_source(_env, "dashboard.css")[0]
 STYLE_HASH = "sha256-" + base64.b64encode(hashlib.sha256(CSS.encode("utf-8")).digest()).decode("ascii")
@@ -78,7 +85,7 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 
-class Governance(Actions):
+class Governance(Actions, Pages):
     """`audit_dsn` is where the reports read the audit (the deployment's audit database, else the
     exploration database), `audit` whether it is on; the registry file is read and written through
     its `RegistryStore`, and `tools.registry` (a `LiveRegistry`) is refreshed after every change.
@@ -188,24 +195,15 @@ class Governance(Actions):
             raise InputError(Codes.INVALID_REQUEST, "the audit is off on this server", hint="start it with ONTOOS_AUDIT=on")
         return self.audit_dsn
 
-    def _filters(self, request: Request) -> rep.Filters:
-        q = request.query_params
-        days, dataset, subtype = q.get("days") or "14", q.get("dataset") or None, q.get("subtype") or None
-        if not DAYS.fullmatch(days):
-            raise InputError(Codes.INVALID_REQUEST, "'days' must be a number of days", hint="e.g. days=7")
-        if dataset is not None and not is_identifier(dataset):
-            raise InputError(Codes.INVALID_REQUEST, "'dataset' must be a dataset's name", hint="e.g. dataset=workloads")
-        if subtype is not None and not SUBTYPE.fullmatch(subtype):
-            raise InputError(Codes.INVALID_REQUEST, "'subtype' must be an error subtype", hint="e.g. subtype=UNKNOWN_FIELD")
-        return rep.Filters(days=max(1, min(365, int(days))), dataset=dataset, subtype=subtype)
-
-    def _report(self, f: rep.Filters) -> dict[str, Any]:
+    def _report(self, f: rep.Filters, rows: int = 50, chart_rows: bool = False) -> dict[str, Any]:
         with psycopg.connect(self._dsn(), connect_timeout=5) as conn:
             from ..governance.audit import ensure_schema
 
             ensure_schema(conn)
-            data = rep.report(conn, f, self.rule, promotion.promoted_fingerprints(self.store))
+            data = rep.report(conn, f, self.rule, promotion.promoted_fingerprints(self.store), rows=rows)
             data["requests"] = template_requests.open_requests(conn)
+            if chart_rows:
+                data["by_day_and_subtype"] = rep.by_day_and_subtype(conn, f)
         for c in data["candidates"]:
             c["suggested_id"] = _suggest_id(c)
             c["suggested_title"] = _suggest_title(c)
@@ -215,7 +213,7 @@ class Governance(Actions):
         from ..governance.store import RegistryFileError
 
         try:
-            return [q for q in self.store.entries() if isinstance(q, dict)]
+            return self.store.listed()
         except RegistryFileError:  # the page still shows the report; a change to the file is refused
             return []
 
@@ -255,35 +253,73 @@ class Governance(Actions):
     # ------------------------------------------------------------ pages
 
     async def page(self, request: Request) -> Response:
+        """The summary: the first rows of every table, each leading to the whole of it."""
         try:
             principal = self._reviewer(request)
-            f = self._filters(request)
-            data = await asyncio.to_thread(self._report, f)
+            dv.check_names(request.query_params, dv.FILTERS + ("days", "done", "id"))
+            f = dv.filters_of(request.query_params, extra=("done", "id"))
+            data = await asyncio.to_thread(self._report, f, SUMMARY_ROWS, True)
         except ExploreError as e:
             return self._refusal(e, request)
         except psycopg.Error:
             return self._refusal(self._upstream(), request)
         session = self._session(request, principal)
         contract = self.tools.contract
+        query = f.query()
+        tables = {view: [dv.cells(listing, row, f) for row in data[view]]
+                  for view, listing in SUMMARY_TABLES.items()}
+        exports = {view: {fmt: dv.url(f"/governance/{listing.path}", {**query, "format": fmt}) for fmt in ("csv", "json")}
+                   for view, listing in SUMMARY_TABLES.items()}
+        exports["recent"] = {fmt: dv.url("/governance/events", {**query, "outcome": "refused", "format": fmt})
+                             for fmt in ("csv", "json")}
         return self._render(
             "governance.html", principal=principal.name, contract_hash=contract.hash, r=data, filters=f,
-            rule=self.rule, datasets=sorted(contract.datasets), subtypes=sorted({c.subtype for c in _codes()}),
-            queries=self._queries(), notice=_notice(request, DONE), query=urllib.parse.urlencode(f.query()),
+            rule=self.rule, facets=self._facets(), tables=tables, exports=exports, chart=chart.build(
+                data["by_day_and_subtype"]), queries=self._queries(), notice=_notice(request, DONE), query=query,
+            query_string=urllib.parse.urlencode(query), url=dv.url, when=dv.when, as_of=dv.as_of(),
             csrf=session.csrf if session is not None else None, self_approval=self.allow_self_approval)
 
-    async def api(self, request: Request) -> JSONResponse:
+    async def api(self, request: Request) -> Response:
+        """One view (or the whole report) as the JSON envelope, or one view as CSV (Accept or format=);
+        a view pages with `page` and `size`."""
+        from .negotiate import CSV, JSON, choose
+
         try:
             self._reviewer(request)
             view = request.path_params.get("view", "report")
             if view not in rep.VIEWS + ("report",):
-                raise InputError(Codes.INVALID_REQUEST, f"no view '{view[:40]}'", hint=f"views: report, {', '.join(rep.VIEWS)}")
-            data = await asyncio.to_thread(self._report, self._filters(request))
+                hint, _ = did_you_mean(view[:40], ("report",) + rep.VIEWS, "views")
+                raise InputError(Codes.INVALID_REQUEST, "no view of that name", hint=hint)
+            q = request.query_params
+            fmt = q.get("format")
+            dv.check_names(q, dv.FILTERS + dv.PAGING + ("days",))
+            wanted = choose(request.headers.get("accept"), (JSON, CSV) if view in rep.VIEW_SQL else (JSON,), fmt)
+            if wanted is None:
+                from ..errors import not_acceptable
+
+                raise not_acceptable(request.headers.get("accept") or f"format={fmt}", ("application/json",) + (
+                    ("text/csv",) if view in rep.VIEW_SQL else ()))
+            f, page = dv.filters_of(q), dv.page_of(q)
+            if view in rep.VIEW_SQL:
+                def read():
+                    with psycopg.connect(self._dsn(), connect_timeout=5) as conn:
+                        from ..governance.audit import ensure_schema
+
+                        ensure_schema(conn)
+                        return rep.table(conn, view, f, page if wanted == JSON else rep.Page(1, dv.EXPORT_MAX))
+                table = await asyncio.to_thread(read)
+                if wanted == CSV:
+                    return dv.export(table, "csv", view, f, dv.as_of())
+                body = {view: table.rows, "page": table.shown()}
+            else:
+                data = await asyncio.to_thread(self._report, f)
+                body = data if view == "report" else {view: data[view]}
         except ExploreError as e:
             return self._refusal(e, request)
         except psycopg.Error:
             return self._refusal(self._upstream(), request)
-        body = data if view == "report" else {view: data[view]}
-        return JSONResponse({"ok": True, "data": body, "meta": {"contract_hash": self.tools.contract.hash}})
+        return JSONResponse({"ok": True, "data": body, "meta": {"contract_hash": self.tools.contract.hash,
+                                                                "filters": f.shown()}})
 
     async def promote_form(self, request: Request) -> Response:
         """The promote form: the entry as it would be written, each parameter with every example it
@@ -330,6 +366,16 @@ class Governance(Actions):
             Route("/governance/promote", _secured(self.promote_form), methods=["GET"]),
             Route("/governance/promote", _secured(self.promote), methods=["POST"]),
             Route("/governance/approve", _secured(self.approve), methods=["POST"]),
+            Route("/governance/retire", _secured(self.retire), methods=["POST"]),
+            Route("/governance/reject", _secured(self.reject), methods=["POST"]),
+            *[Route(f"/governance/{name}", _secured(self.listing), methods=["GET"]) for name in dv.LISTINGS],
+            Route("/governance/events/{id}", _secured(self.event_page), methods=["GET"]),
+            Route("/governance/columns/{dataset}/{column}", _secured(self.column_page), methods=["GET"]),
+            Route("/governance/fingerprints/{fingerprint}", _secured(self.fingerprint_page), methods=["GET"]),
+            Route("/governance/queries", _secured(self.queries_page), methods=["GET"]),
+            Route("/governance/queries/{id}", _secured(self.query_page), methods=["GET"]),
+            Route("/governance/requests", _secured(self.requests_page), methods=["GET"]),
+            Route("/governance/requests/{id}", _secured(self.request_page), methods=["GET"]),
             Route("/governance/requests/close", _secured(self.close_request), methods=["POST"]),
             Route("/api/v1/governance/{view}", _secured(self.api), methods=["GET"]),
         ]

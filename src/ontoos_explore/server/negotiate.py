@@ -59,7 +59,7 @@ def choose(accept: str | None, offered: tuple[str, ...], format_: str | None = N
     return None
 
 
-def _cell(value: Any) -> str:
+def csv_cell(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, (list, dict)):
@@ -74,7 +74,7 @@ def csv_response(envelope: dict[str, Any]) -> Response:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(data.get("columns", []))
-    writer.writerows([_cell(v) for v in row] for row in data.get("rows", []))
+    writer.writerows([csv_cell(v) for v in row] for row in data.get("rows", []))
     headers = {"X-Ontoos-Exploration-Id": str(meta.get("exploration_id", "")),
                "X-Ontoos-Rows": str(meta.get("rows", len(data.get("rows", [])))),
                "X-Ontoos-Truncated": "true" if meta.get("truncated") else "false"}
