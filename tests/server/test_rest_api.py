@@ -17,6 +17,7 @@ A real `ontoos serve --http` on the demo (its registry included):
 from __future__ import annotations
 
 import json
+import time
 
 import jsonschema
 import pytest
@@ -25,7 +26,7 @@ from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
 from tests.databases import database_of, new_database
-from tests.server.test_http import ALICE, VERA, assert_error, call, start_server
+from tests.server.test_http import ALICE, REX, VERA, assert_error, call, start_server
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -66,7 +67,8 @@ def test_the_document_is_openapi_3_1_with_every_endpoint(document):
     validate(doc)  # the OpenAPI 3.1 meta-schema (raises on anything out of place)
     assert doc["openapi"] == "3.1.0"
     assert {"/api/v1/explore", "/api/v1/catalog", "/api/v1/queries", "/api/v1/queries/{id}",
-            "/api/v1/queries/{id}/run", "/api/v1/requests", "/api/v1/openapi.json"} <= set(doc["paths"])
+            "/api/v1/queries/{id}/run", "/api/v1/requests", "/api/v1/governance/{view}",
+            "/api/v1/openapi.json"} <= set(doc["paths"])
     assert doc["components"]["securitySchemes"]["bearer"] == {
         "type": "http", "scheme": "bearer", "description": "A principal's token from the server configuration"}
     # each data endpoint's refusals are the error envelope, for every status its errors can take
@@ -101,11 +103,14 @@ def test_an_etag_makes_the_second_fetch_free(server, document):
     ("get", "/api/v1/queries", None, 200),
     ("post", "/api/v1/queries/{id}/run", {"params": {"provider": "aws"}}, 200),
     ("post", "/api/v1/queries/{id}/run", {"params": {"provider": "mars"}}, 400),
+    ("get", "/api/v1/governance/{view}", None, 200),
+    ("get", "/api/v1/governance/{view}?outcome=refusd", None, 400),
 ])
 def test_live_answers_match_the_documented_schema(server, document, method, path, body, status):
     doc = document.json
-    token = ALICE if "hosts" not in json.dumps(body) else VERA
-    url = path.replace("{id}", "hosts_by_provider")
+    token = REX if "governance" in path else ALICE if "hosts" not in json.dumps(body) else VERA
+    url = path.replace("{id}", "hosts_by_provider").replace("{view}", "recent")
+    path = path.split("?")[0]
     r = call(server, method.upper(), url, token=token, body=body)
     assert r.status == status, r.text[:400]
     _validator(doc, _schema_of(doc, path, method, r.status)).validate(r.json)
@@ -168,7 +173,7 @@ def api_schema(server):
 # the operations fuzzed (the document's own, but those that take no input and the 304 of its ETag)
 FUZZED = [("/api/v1/explore", "POST"), ("/api/v1/explore", "GET"), ("/api/v1/catalog", "GET"),
           ("/api/v1/queries", "GET"), ("/api/v1/queries/{id}", "GET"), ("/api/v1/queries/{id}/run", "POST"),
-          ("/api/v1/requests", "POST")]
+          ("/api/v1/requests", "POST"), ("/api/v1/governance/{view}", "GET")]
 
 
 @pytest.mark.parametrize("mode", ["positive", "negative"])
@@ -190,7 +195,8 @@ def test_no_input_from_the_document_gets_a_500_or_an_undocumented_answer(api_sch
     def check(case):
         # (its unauthenticated probes would trip the per-address limit of requests without a token, which
         # then answers 429 FLOODED: the 401s are tested in test_auth.py and the table of errors)
-        response = case.call_and_validate(headers={"Authorization": f"Bearer {ALICE}"},
+        token = REX if "governance" in path else ALICE  # the reports are a reviewer's
+        response = case.call_and_validate(headers={"Authorization": f"Bearer {token}"},
                                           excluded_checks=[positive_data_acceptance, ignored_auth])
         statuses.add(response.status_code)
 
@@ -245,3 +251,42 @@ def test_the_catalog_carries_an_etag_and_answers_304_to_it(server):
     assert other.status == 200 and other.headers["etag"] != tag  # another answer, another tag
     reader = call(server, "GET", "/api/v1/catalog", token=VERA)
     assert reader.headers["etag"] != call(server, "GET", "/api/v1/catalog", token=ALICE).headers["etag"]
+
+
+def test_governance_views_over_rest_page_and_answer_csv(server):
+    """A reviewer's reports: a table view pages (data.page says which rows of how many) and comes as CSV
+    with the same rows; a view that is no table (the report, totals) is 406 for CSV; an empty value, an
+    unknown parameter or an analyst's token is refused."""
+    import csv
+    import io
+
+    for _ in range(3):  # three refusals naming a dataset of this test's own
+        assert call(server, "POST", "/api/v1/explore", token=ALICE,
+                    body={"dataset": "nowhere_rest", "fields": ["x"]}).status == 400
+    url = "/api/v1/governance/recent?dataset=nowhere_rest&principal=alice&subtype=UNKNOWN_DATASET"
+    deadline = time.monotonic() + 30
+    while (r := call(server, "GET", url + "&size=2", token=REX)).json["data"]["page"]["total"] < 3:
+        assert time.monotonic() < deadline, "the audit never recorded the three refusals"
+        time.sleep(0.1)
+    assert r.json["data"]["page"] == {"number": 1, "size": 2, "total": 3, "pages": 2, "first_row": 1, "last_row": 2}
+    second = call(server, "GET", url + "&size=2&page=2", token=REX).json["data"]
+    assert second["page"]["first_row"] == second["page"]["last_row"] == 3
+    ids = [e["id"] for e in r.json["data"]["recent"] + second["recent"]]
+    assert len(set(ids)) == 3
+    as_csv = call(server, "GET", url, token=REX, headers={"Accept": "text/csv"})
+    assert as_csv.status == 200 and as_csv.headers["content-type"].startswith("text/csv")
+    table = list(csv.DictReader(io.StringIO(as_csv.text)))
+    assert [e["id"] for e in table] == ids and as_csv.headers["x-ontoos-total"] == "3"
+    for path, headers, status in (("/api/v1/governance/report?format=csv", {}, 406),
+                                  ("/api/v1/governance/totals", {"Accept": "text/csv"}, 406),
+                                  ("/api/v1/governance/by_column?subtype=", {}, 400),
+                                  ("/api/v1/governance/by_column?windw=7d", {}, 400),
+                                  ("/api/v1/governance/by_colum", {}, 400)):
+        refused = call(server, "GET", path, token=REX, headers=headers)
+        assert refused.status == status and refused.json["ok"] is False, (path, refused.text[:300])
+    assert "did you mean 'by_column'?" in call(server, "GET", "/api/v1/governance/by_colum", token=REX).json[
+        "error"]["hint"]
+    assert call(server, "GET", "/api/v1/governance/recent", token=ALICE).status == 403
+    # a POST reads its arguments from its body only: one in the query string is refused, not ignored
+    stray = call(server, "POST", "/api/v1/explore?limit=1", token=ALICE, body={"dataset": "workloads", "fields": ["name"]})
+    assert stray.status == 400 and "query string" in stray.json["error"]["message"]

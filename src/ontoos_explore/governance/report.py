@@ -190,10 +190,10 @@ VIEWS = ("totals", "by_subtype", "by_dataset", "by_column", "by_principal", "by_
 def _rows(conn: psycopg.Connection, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     with conn.cursor(row_factory=dict_row) as cur:
         cur.execute(sql, params)
-        return [{k: _plain(v) for k, v in row.items()} for row in cur.fetchall()]
+        return [{k: plain(v) for k, v in row.items()} for row in cur.fetchall()]
 
 
-def _plain(v: Any) -> Any:
+def plain(v: Any) -> Any:
     if isinstance(v, (dt.datetime, dt.date)):
         return v.isoformat()
     return v

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
+from . import dashboard_views as dv
 from .tool_models import CURSOR, REQUIRE, RequireInput
 
 
@@ -60,3 +61,44 @@ class RunBody(BaseModel):
     params: SkipValidation[dict[str, Any]] = Field(default_factory=dict, description="Parameter values by name")
     require: SkipValidation[RequireInput | None] = Field(None, description=REQUIRE)
     cursor: str | None = Field(None, description=CURSOR)
+
+
+def _pattern(regex) -> str:
+    return "^" + regex.pattern + "$"
+
+
+class GovernanceQuery(BaseModel):
+    """The query parameters of GET /api/v1/governance/{view}: the dashboard's filters and a page. Their
+    patterns are the ones `dashboard_views.filters_of` checks (the same compiled expressions)."""
+
+    model_config = ConfigDict(extra="forbid")
+    window: str | None = Field(None, pattern=_pattern(dv.WINDOW),
+                               description="The last N days (7d, or 7), 1 to 365; 14 by default")
+    days: str | None = Field(None, pattern=_pattern(dv.WINDOW), description="The older name of window")
+    dataset: str | None = Field(None, description="Only events of this dataset")
+    subtype: str | None = Field(None, pattern=_pattern(dv.SUBTYPE), description="Only this error subtype")
+    principal: str | None = Field(None, max_length=200, description="Only this principal's events")
+    surface: str | None = Field(None, pattern=_pattern(dv.SURFACE_NAME), description="cli, dashboard, mcp, rest, ...")
+    outcome: Literal["ok", "refused", "failed"] | None = Field(None, description="Only events that ended so")
+    page: int | None = Field(None, ge=1, le=999_999, description="Which page of a table view (from 1)")
+    size: int | None = Field(None, ge=1, le=dv.MAX_SIZE, description="Rows on a page of a table view (20)")
+    format: Literal["json", "csv"] | None = Field(None, description="csv: a table view's rows as CSV (wins over Accept)")
+
+
+class TablePage(BaseModel):
+    number: int
+    size: int
+    total: int = Field(description="How many rows the view has in all, with these filters")
+    pages: int
+    first_row: int
+    last_row: int
+
+
+class GovernanceAnswer(BaseModel):
+    """A governance view: data holds the view's rows under its name (with `page` for a table view), or for
+    `report` every view; meta the contract hash and the filters as read."""
+
+    model_config = ConfigDict(extra="allow", title="GovernanceAnswer")
+    ok: Literal[True]
+    data: dict[str, Any]
+    meta: dict[str, Any]

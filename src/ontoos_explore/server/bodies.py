@@ -74,7 +74,12 @@ async def read_limited(receive, declared: str | None, timeout_s: float) -> bytes
 
 
 async def read_json_object(request: Request, timeout_s: float) -> dict[str, Any]:
-    """A REST body: sent as JSON (an absent Content-Type is taken as JSON), strict, an object."""
+    """A REST body: sent as JSON (an absent Content-Type is taken as JSON), strict, an object. Its query
+    string says how the answer is sent (`format`) and nothing else: an argument there is refused, never
+    ignored."""
+    if any(name != "format" for name in request.query_params.keys()):
+        raise InputError(Codes.INVALID_REQUEST, "a POST takes its arguments in the JSON body, not the query string",
+                         hint="send them in the body; the query string takes format=csv or format=json only")
     content_type = request.headers.get("content-type")
     if not json_media_type(content_type):
         raise not_json(content_type)

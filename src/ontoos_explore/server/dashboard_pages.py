@@ -209,7 +209,7 @@ class Pages:
             fmt, page = dv.format_and_page(q)
             with self._connect() as conn:
                 rows, total = template_requests.listing(conn, page.size, page.offset)
-            rows = [{k: rep._plain(v) for k, v in r.items()} for r in rows]
+            rows = [{k: rep.plain(v) for k, v in r.items()} for r in rows]
             table = rep.Table("requests", template_requests.ALL_COLUMNS, rows, total, page)
             if fmt is not None:
                 return dv.export(table, fmt, "requests", rep.Filters(), dv.as_of())

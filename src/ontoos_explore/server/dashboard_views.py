@@ -92,6 +92,14 @@ def check_names(q: QueryParams, allowed: tuple[str, ...]) -> None:
             raise _refuse("this page takes no parameter of that name", hint)
 
 
+def no_blanks(q: QueryParams) -> None:
+    """For the JSON API (no HTML form sends its empty fields there): a parameter given empty is refused.
+    Call after `check_names`, so the name it says is one the endpoint takes."""
+    for name, value in q.multi_items():
+        if value == "":
+            raise _refuse(f"'{name}' is empty", f"leave {name} out, or give it a value")
+
+
 def filters_of(q: QueryParams, *, extra: tuple[str, ...] = ()) -> rep.Filters:
     """The filters of a dashboard URL (or of the JSON API's, which also takes the older `days`)."""
     check_names(q, FILTERS + PAGING + ("days",) + extra)

@@ -201,7 +201,7 @@ class Governance(Actions, Pages):
 
             ensure_schema(conn)
             data = rep.report(conn, f, self.rule, promotion.promoted_fingerprints(self.store), rows=rows)
-            data["requests"] = template_requests.open_requests(conn)
+            data["requests"] = [{k: rep.plain(v) for k, v in r.items()} for r in template_requests.open_requests(conn)]
             if chart_rows:
                 data["by_day_and_subtype"] = rep.by_day_and_subtype(conn, f)
         for c in data["candidates"]:
@@ -293,6 +293,7 @@ class Governance(Actions, Pages):
             q = request.query_params
             fmt = q.get("format")
             dv.check_names(q, dv.FILTERS + dv.PAGING + ("days",))
+            dv.no_blanks(q)
             wanted = choose(request.headers.get("accept"), (JSON, CSV) if view in rep.VIEW_SQL else (JSON,), fmt)
             if wanted is None:
                 from ..errors import not_acceptable

@@ -2,8 +2,8 @@
 
 Made once per process from the pydantic models the endpoints validate with
 (`tool_models.py`: ExploreInput, CatalogInput's fields, QueriesInput's,
-RequestInput; `api_models.py`: RunBody, ErrorEnvelope) and the success
-envelope; every operation lists the statuses its refusals can take, each with
+RequestInput; `api_models.py`: RunBody, ErrorEnvelope, GovernanceQuery's
+fields, GovernanceAnswer) and the success envelope; every operation lists the statuses its refusals can take, each with
 the error envelope. The query parameters of the GET forms are those
 `query_string.py` reads (`SINGLE`, `MULTI`). The document is served with an
 ETag (its SHA-256), so a client generator or a cache asks again for nothing.
@@ -18,7 +18,8 @@ from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
-from .api_models import ErrorEnvelope, RunBody
+from ..governance.report import VIEWS
+from .api_models import ErrorEnvelope, GovernanceAnswer, GovernanceQuery, RunBody
 from .query_string import MULTI
 from .tool_models import CatalogInput, Envelope, ExploreInput, QueriesInput, RequestInput
 
@@ -103,7 +104,7 @@ def _fields_as_params(model) -> list[dict[str, Any]]:
 @functools.lru_cache(maxsize=4)
 def document(version: str) -> bytes:
     """The document, as the bytes served."""
-    models = [ExploreInput, RunBody, RequestInput, Envelope, ErrorEnvelope]
+    models = [ExploreInput, RunBody, RequestInput, Envelope, ErrorEnvelope, GovernanceAnswer]
     _, top = models_json_schema([(m, "validation") for m in models], ref_template=REF)
     schemas = top.get("$defs", {})
     data_refusals = tuple(REFUSALS)
@@ -142,6 +143,15 @@ def document(version: str) -> bytes:
             "operationId": "requestQuery", "summary": "Ask reviewers for a query no exploration can answer",
             "requestBody": _body("RequestInput", {"question": "which hosts run two versions of one image?"}),
             "responses": _responses("The request filed", data_refusals)}},
+        "/api/v1/governance/{view}": {"get": {
+            "operationId": "governanceView", "summary": "A governance report (reviewers): every view, or one; "
+                                                        "a table view pages and comes as CSV",
+            "parameters": [_param("view", "report (every view), or one view; by_subtype, by_dataset, by_principal, "
+                                          "by_column, recent and recurring are tables that page",
+                                  {"type": "string", "enum": ["report", *VIEWS]}, "path", True),
+                           *_fields_as_params(GovernanceQuery)],
+            "responses": _responses("data.<view>: its rows (and data.page: which of how many), or the whole report",
+                                    GET_REFUSALS, schema="GovernanceAnswer", csv=True)}},
         "/api/v1/openapi.json": {"get": {
             "operationId": "openapi", "summary": "This document", "security": [],
             "responses": {"200": {"description": "The OpenAPI 3.1 document",
