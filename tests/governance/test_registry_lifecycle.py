@@ -203,3 +203,21 @@ def test_retired_and_rejected_entries_load_with_their_status_and_are_not_offered
     assert (loaded.entries["gone"].retired_by, loaded.entries["refused"].rejected_by) == ("zoe", "zoe")
     assert [q.id for q in loaded.visible("analyst")] == ["live"]
     assert loaded.visible("viewer") == []  # the viewer does not read hosts
+
+
+def test_the_cli_retires_and_rejects_as_whoever_runs_it(tmp_path, capsys, demo):
+    from ontoos_explore import cli
+
+    store = registry(tmp_path, entry("hosts_by_provider", status="approved"), entry("other", status="pending"))
+    for action, ident, status in (("retire", "hosts_by_provider", "retired"), ("reject", "other", "rejected")):
+        code = cli.main(["queries", action, ident, "--queries", str(store.path), "--format", "json"])
+        out = capsys.readouterr().out
+        assert code == 0, out
+        assert yaml.safe_load(out)["data"] == {status: ident, "status": status}
+        saved = in_file(store, ident)
+        assert saved["status"] == status and saved[f"{status}_by"].startswith("cli:")
+    # a change from the wrong status is the CLI's refusal, exit 2, the file as it was
+    before = store.path.read_bytes()
+    assert cli.main(["queries", "retire", "other", "--queries", str(store.path), "--format", "json"]) == 2
+    assert "'other' is rejected, not approved" in capsys.readouterr().out
+    assert store.path.read_bytes() == before

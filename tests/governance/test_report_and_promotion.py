@@ -477,13 +477,14 @@ async def _a_pending_entry_is_not_runnable(capsys, demo, p, settings, registry_f
 
 
 async def _ontoos_queries_approve(capsys, registry_file, entry) -> None:
-    """Only the status changes."""
+    """The status changes, and who approved it and when are recorded; nothing else."""
     code, out, _ = await arun_cli(capsys, "queries", "approve", QUERY_ID, "--queries", str(registry_file))
-    assert code == 0 and out == {"ok": True, "data": {"approved": QUERY_ID}}
-    saved = yaml.safe_load(registry_file.read_text(encoding="utf-8"))
-    assert saved["queries"][0]["status"] == "approved"
-    assert {k: v for k, v in saved["queries"][0].items() if k != "status"} == \
-        {k: v for k, v in entry.items() if k != "status"}
+    assert code == 0 and out == {"ok": True, "data": {"approved": QUERY_ID, "status": "approved"}}
+    saved = yaml.safe_load(registry_file.read_text(encoding="utf-8"))["queries"][0]
+    assert saved["status"] == "approved" and saved["approved_by"].startswith("cli:")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", saved["approved_at"])
+    changed = ("status", "approved_by", "approved_at")
+    assert {k: v for k, v in saved.items() if k not in changed} == {k: v for k, v in entry.items() if k not in changed}
 
 
 async def _it_runs_over_mcp_with_new_values(demo, p, settings, registry_file, pg_dsn, entry) -> dict[str, Any]:

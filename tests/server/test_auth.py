@@ -269,3 +269,12 @@ def test_the_configuration_never_takes_a_plain_token(demo, tmp_path):
     with pytest.raises(ContractError) as caught:
         load_config(path, demo)
     assert "64 hex characters" in caught.value.message
+
+
+def test_a_role_the_contract_lacks_is_named_with_a_did_you_mean(demo, tmp_path):
+    path = tmp_path / "server.yaml"
+    path.write_text(yaml.safe_dump({"principals": {"eve": {"role": "analyts", "token_sha256": "a" * 64}}}))
+    with pytest.raises(ContractError) as caught:
+        load_config(path, demo)
+    assert "principals.eve.role: 'analyts' is not a role of the contract" in caught.value.message
+    assert caught.value.hint.startswith("did you mean 'analyst'? roles: ") and "viewer" in caught.value.hint

@@ -69,7 +69,6 @@ def cmd_promote(args) -> int:
     return EXIT_OK
 
 def cmd_queries(args) -> int:
-    from ..governance.promote import set_status
     from ..governance.registry import Registry, matching
 
     contract = _load(args)
@@ -92,9 +91,16 @@ def cmd_queries(args) -> int:
                          'queries request needs the question, e.g. ontoos queries request "which teams own ..."')
     if args.action == "request":
         return _request(args, contract)
-    if args.action == "approve":
-        set_status(store, args.id, "approved")
-        _emit({"ok": True, "data": {"approved": args.id}})
+    if args.action in ("approve", "reject", "retire"):
+        from ..governance import promote
+
+        # the CLI's governance commands are for whoever runs them: no reviewer to tell from the promoter
+        change = {"approve": lambda: promote.approve(store, args.id, cli_principal(), allow_self=True),
+                  "reject": lambda: promote.reject(store, args.id, cli_principal()),
+                  "retire": lambda: promote.retire(store, args.id, cli_principal())}[args.action]
+        entry = change()
+        _emit({"ok": True, "data": {{"approve": "approved", "reject": "rejected", "retire": "retired"}[args.action]:
+                                    entry.get("id", args.id), "status": entry.get("status")}})
         return EXIT_OK
     from ..names import fold
 

@@ -85,6 +85,8 @@ def _dsn_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dsn", help="PostgreSQL to use (default: $ONTOOS_DSN, else the embedded server)")
 
 def build_parser() -> argparse.ArgumentParser:
+    from .examples import add_examples
+
     parser = _Parser(prog="ontoos", description="Guarded exploration of a governed lakehouse.")
     parser.add_argument("--version", action="version", version=f"ontoos-explore {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -201,8 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "boolean and date ranges are kept: every agent reads the examples)")
     m.add_argument("--queries", metavar="FILE", help="registry YAML (default: $ONTOOS_QUERIES, else queries.yaml)")
 
-    n = sub.add_parser("queries", help="named queries: list, show, run, approve; request one that does not exist")
-    n.add_argument("action", choices=("list", "show", "run", "approve", "request"))
+    n = sub.add_parser("queries", help="named queries: list, show, run, approve, reject, retire; request one that "
+                                       "does not exist")
+    n.add_argument("action", choices=("list", "show", "run", "approve", "reject", "retire", "request"))
     n.add_argument("id", nargs="?", help="the named query's id (request: the question, in words)")
     n.add_argument("--dataset", help="request: the dataset the question is about")
     n.add_argument("--domain", help="list: only queries of this domain (product, architecture, rnd-commit, ops, "
@@ -258,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     _dsn_arg(d)
     d.add_argument("--role", default="analyst", help="role to act as (default: analyst)")
     d.add_argument("--load", action="store_true", help="with --dsn: (re)load the demo lakehouse there (drops schema lake)")
+    add_examples(sub)
     return parser
 
 

@@ -211,8 +211,10 @@ def load_config(path: str | Path, contract: Contract) -> ServerConfig:
         raise ContractError(f"{p}: {where}") from None
     for name, pc in config.principals.items():
         if contract.role(pc.role) is None:
-            raise ContractError(f"{p}: principals.{name}.role: '{pc.role}' is not a role of the contract",
-                                hint=f"roles: {', '.join(sorted(contract.roles))}")
+            from ..names import did_you_mean
+
+            hint, _ = did_you_mean(pc.role, sorted(contract.roles), "roles")
+            raise ContractError(f"{p}: principals.{name}.role: '{pc.role}' is not a role of the contract", hint=hint)
     return config
 
 
