@@ -15,6 +15,16 @@ HOSTS_BY_PROVIDER = {
     "max_rows": 50,
 }
 
+# A query of the published read set, in the authors' format: the workloads of a kind (the tests of many
+# processes serve it, and change the registry it is in).
+WORKLOADS_OF_A_KIND = {
+    "id": "kinds", "title": "Workloads of a kind", "read_sets": ["published"],
+    "params": [{"name": "kind", "type": "string"}],
+    "constants": [{"name": "kept", "type": "boolean", "value": False}],
+    "sql": "SELECT w.name AS name FROM lake.k8s_workloads AS w INNER JOIN lake.gitlab_projects AS p "
+           "ON p.project_id = w.project_id WHERE w.kind = :kind AND w.is_deleted = :kept "
+           "AND p.is_deleted = :kept ORDER BY w.workload_id LIMIT 6"}
+
 # Config keys as a named query must read them: a config entry exists only with its workload, a workload
 # only with its project (the contract's exists_with), so both are joined, and every always-filter holds:
 # `KEPT.format(n=n)` ANDs them all to `$n`, bound to false.

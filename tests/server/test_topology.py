@@ -35,17 +35,13 @@ import yaml
 from tests.conftest import DEMO_SCALE, DEMO_SEED
 from tests import serving
 from tests.server.test_hostile_support import PREFIX, request, start_hostile_server, token
+from tests.named_queries import WORKLOADS_OF_A_KIND
 from tests.topology import Postgres, read_dsn
 
 CLIENTS = 32
 QUESTION = {"dataset": "workloads", "fields": ["name", "namespace"], "filter": "kind = 'Deployment'",
             "order_by": "name", "limit": 7}
-REGISTRY_ENTRY = {"id": "kinds", "title": "Workloads of a kind", "read_sets": ["published"],
-                  "params": [{"name": "kind", "type": "string"}],
-                  "constants": [{"name": "kept", "type": "boolean", "value": False}],
-                  "sql": "SELECT w.name AS name FROM lake.k8s_workloads AS w INNER JOIN lake.gitlab_projects AS p "
-                         "ON p.project_id = w.project_id WHERE w.kind = :kind AND w.is_deleted = :kept "
-                         "AND p.is_deleted = :kept ORDER BY w.workload_id LIMIT 6"}
+REGISTRY_ENTRY = WORKLOADS_OF_A_KIND
 
 
 @dataclass

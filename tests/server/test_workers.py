@@ -136,12 +136,8 @@ def test_workers_take_a_number(tmp_path, pg_dsn):
 async def test_a_registry_change_is_live_in_every_worker_within_two_seconds(pg_dsn, tmp_path):
     import yaml
 
-    entry = {"id": "kinds", "title": "Workloads of a kind", "read_sets": ["published"],
-             "params": [{"name": "kind", "type": "string"}],
-             "constants": [{"name": "kept", "type": "boolean", "value": False}],
-             "sql": "SELECT w.name AS name FROM lake.k8s_workloads AS w INNER JOIN lake.gitlab_projects AS p "
-                    "ON p.project_id = w.project_id WHERE w.kind = :kind AND w.is_deleted = :kept "
-                    "AND p.is_deleted = :kept ORDER BY w.workload_id LIMIT 6"}
+    from tests.named_queries import WORKLOADS_OF_A_KIND as entry
+
     registry = tmp_path / "queries.yaml"
     registry.write_text(yaml.safe_dump({"version": 1, "queries": [entry]}))
     srv = start_hostile_server("workers-registry", pg_dsn, tmp_path / "srv", args=("--workers", "2", "--queries",
