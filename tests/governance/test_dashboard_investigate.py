@@ -228,6 +228,15 @@ def test_every_table_downloads_with_its_filters(dash):
         assert {k: v for k, v in body["meta"]["filters"].items() if v is not None and k != "days"} == query
         if expected is not None:
             assert sorted(r["id"] for r in body["data"]["rows"]) == expected
+    # the candidates, whole: the one exploration both ran, with the way to promote it
+    fp = dash[1]["fingerprint"]
+    listed = call(d, "GET", "/governance/candidates?format=json", headers=rev.header).json()["data"]
+    assert [(c["fingerprint"], c["uses"], c["principals"]) for c in listed["rows"]] == [(fp, 3, 2)]
+    assert call(d, "GET", "/governance/candidates?dataset=hosts&format=json", headers=rev.header).json()[
+        "data"]["rows"] == []
+    page = call(d, "GET", "/governance/candidates", headers=rev.header)
+    assert page.status == 200 and f'href="/governance/promote?fingerprint={fp}"' in page.body
+    assert f'href="/governance/fingerprints/{fp}?window=14d"' in page.body
     subtypes = call(d, "GET", "/governance/subtypes?principal=" + VIC + "&format=json", headers=rev.header).json()
     assert [(r["key"], r["n"]) for r in subtypes["data"]["rows"]] == [("UNKNOWN_DATASET", 2), ("SYNTAX_ERROR", 1),
                                                                        ("UNKNOWN_FIELD", 1)]

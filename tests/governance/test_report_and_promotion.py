@@ -296,9 +296,29 @@ def test_report_filters(pg_dsn, report_data):
     assert [(d["day"], d["n"]) for d in r["by_day"]] == _by_day_expected(pg_dsn, report_data, 60)
 
 
+def test_report_filters_by_principal_surface_and_outcome(pg_dsn, report_data):
+    """Counted from the events themselves (in the window of 14 days)."""
+    within = [e for e in report_data if e.at >= dt.datetime.now(dt.timezone.utc) - 14 * D + dt.timedelta(minutes=1)]
+    for f, pred in ((rep.Filters(principal=BOB), lambda e: e.principal == BOB),
+                    (rep.Filters(surface="rest"), lambda e: e.surface == "rest"),
+                    (rep.Filters(outcome="ok"), lambda e: e.outcome == "ok"),
+                    (rep.Filters(principal=ALICE, outcome="refused"), lambda e: e.principal == ALICE
+                     and e.outcome == "refused")):
+        chosen = [e for e in within if pred(e)]
+        r = _report(pg_dsn, f)
+        assert r["totals"]["requests"] == len(chosen) > 0, f
+        assert r["totals"]["principals"] == len({e.principal for e in chosen}), f
+        refused = [e for e in chosen if e.outcome == "refused"]
+        assert sorted(_kv(r["by_principal"])) == sorted(Counter(e.principal for e in refused).items()), f
+        assert r["counts"]["recent"] == len(refused) and {e["id"] for e in r["recent"]} <= {e.id for e in refused}
+        assert sum(x["uses"] for x in r["recurring"]) == len([e for e in chosen if e.fingerprint]), f
+
+
 def test_cli_audit_json_prints_the_same_report(cli_env, capsys, report_data):
     for argv, f in (([], rep.Filters()), (["--dataset", "workloads"], rep.Filters(dataset="workloads")),
-                    (["--subtype", "UNKNOWN_DATASET", "--days", "60"], rep.Filters(days=60, subtype="UNKNOWN_DATASET"))):
+                    (["--subtype", "UNKNOWN_DATASET", "--days", "60"], rep.Filters(days=60, subtype="UNKNOWN_DATASET")),
+                    (["--principal", BOB, "--surface", "mcp", "--outcome", "refused"],
+                     rep.Filters(principal=BOB, surface="mcp", outcome="refused"))):
         code, out, _ = run_cli(capsys, "audit", "--format", "json", *argv)
         assert code == 0 and out["ok"] is True
         expected = json.loads(json.dumps(_report(cli_env, f), default=str))

@@ -24,7 +24,8 @@ def cmd_audit(args) -> int:
 
     with psycopg.connect(dsn) as conn:
         ensure_schema(conn)
-        data = rep.report(conn, rep.Filters(args.days, args.dataset, args.subtype), rep.Rule.from_settings(settings),
+        data = rep.report(conn, rep.Filters(args.days, args.dataset, args.subtype, args.principal,
+                                                   args.surface, args.outcome), rep.Rule.from_settings(settings),
                           promoted_fingerprints(_registry(args)))
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     if fmt == "json":

@@ -186,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--days", type=positive, default=14, help="time window in days, 1 or more (default: 14)")
     a.add_argument("--dataset", help="only this dataset")
     a.add_argument("--subtype", help="only this error subtype")
+    a.add_argument("--principal", help="only this principal's events")
+    a.add_argument("--surface", choices=("cli", "dashboard", "mcp", "mcp-stdio", "rest"), help="only this surface")
+    a.add_argument("--outcome", choices=("ok", "refused", "failed"), help="only events that ended so")
     a.add_argument("--queries", metavar="FILE", help="registry YAML: its fingerprints are no longer candidates "
                                                      "(default: $ONTOOS_QUERIES, else queries.yaml)")
 

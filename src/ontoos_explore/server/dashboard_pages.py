@@ -33,6 +33,9 @@ FINGERPRINT = re.compile(r"[A-Za-z0-9_:.-]{1,80}")
 REQUEST_ID = re.compile(r"[0-9a-f]{16}")
 QUERY_COLUMNS = ("id", "title", "status", "promoted_by", "promoted_at", "approved_by", "approved_at")
 NUMERIC = ("n", "uses", "ok", "principals")
+CANDIDATES = dv.Listing("candidates", "candidates", "Promotion candidates",
+                        ("example", "uses", "principals", "dataset", "last", "fingerprint"),
+                        ("exploration (the newest use)", "uses", "principals", "dataset", "last used", "fingerprint"))
 REQUEST_COLUMNS = ("at", "principal", "surface", "question", "dataset", "status", "answered_by")
 
 
@@ -98,6 +101,23 @@ class Pages:
         return {"windows": dv.WINDOWS, "datasets": sorted(self.tools.contract.datasets),
                 "subtypes": sorted({c.subtype for c in _codes()}), "outcomes": rep.OUTCOMES,
                 "surfaces": ("cli", "dashboard", "mcp", "mcp-stdio", "rest")}
+
+    async def candidates_page(self, request: Request) -> Response:
+        """The promotion candidates (the rule's window; a dataset narrows them), whole, or downloaded."""
+        def work(principal):
+            q = request.query_params
+            dv.check_names(q, ("dataset", "format"))
+            f = dv.filters_of(q)
+            fmt = dv.export_format(q)
+            from ..governance import promote as promotion
+
+            with self._connect() as conn:
+                promoted = promotion.promoted_fingerprints(self.store)
+                rows = [c for c in rep.candidates(conn, self.rule, f.dataset) if c["fingerprint"] not in promoted]
+            table = rep.Table("candidates", CANDIDATES.columns, rows, len(rows), rep.Page(1, max(1, len(rows))))
+            return self._table_page(request, CANDIDATES, table, f, fmt, facets=None, narrowing={})
+
+        return await self._read(request, work)
 
     # ------------------------------------------------------------ one event
 

@@ -233,7 +233,9 @@ def _cell(view: str, col: str, row: dict[str, Any], f: rep.Filters) -> list[Part
     if view in ("by_subtype", "by_dataset", "by_principal") and col == "key":
         key = {"by_subtype": "subtype", "by_dataset": "dataset", "by_principal": "principal"}[view]
         return [(str(value), events_url(f, outcome="refused", **{key: value}))]
-    if view == "recurring" and col == "example":
+    if view == "candidates" and col == "fingerprint":
+        return [("Review and promote", url("/governance/promote", {"fingerprint": value}))]
+    if view in ("recurring", "candidates") and col == "example":
         fp = str(row["fingerprint"])
         return [(cut(value), query_url(fp[len(NAMED):]) if fp.startswith(NAMED) else fingerprint_url(fp, f))]
     return [("" if value is None else str(value), None)]

@@ -373,6 +373,7 @@ class Governance(Actions, Pages):
             Route("/governance/events/{id}", _secured(self.event_page), methods=["GET"]),
             Route("/governance/columns/{dataset}/{column}", _secured(self.column_page), methods=["GET"]),
             Route("/governance/fingerprints/{fingerprint}", _secured(self.fingerprint_page), methods=["GET"]),
+            Route("/governance/candidates", _secured(self.candidates_page), methods=["GET"]),
             Route("/governance/queries", _secured(self.queries_page), methods=["GET"]),
             Route("/governance/queries/{id}", _secured(self.query_page), methods=["GET"]),
             Route("/governance/requests", _secured(self.requests_page), methods=["GET"]),
