@@ -138,7 +138,7 @@ async def test_a_query_approved_with_the_cli_is_served_over_http(http_server, pg
         # the CLI, with --queries FILE, in another directory
         out = cli("queries", "approve", "hosts_by_provider", "--queries", str(registry), cwd=workdir.parent,
                   pg_dsn=pg_dsn)
-        assert out == {"ok": True, "data": {"approved": "hosts_by_provider"}}
+        assert out == {"ok": True, "data": {"approved": "hosts_by_provider", "status": "approved"}}
         assert await until_listed(client, "hosts_by_provider") == ["hosts_by_provider"]
         ran = await run_hosts(client, "hosts_by_provider")
         assert ran.is_error is False, ran.content[0].text
