@@ -31,9 +31,11 @@ Behind a proxy every client has the proxy's address: raise `per_client`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import resource
+import socket
 from typing import Any
 
 import h11
@@ -149,6 +151,7 @@ class GuardedH11(H11Protocol):
     # ------------------------------------------------------------ opening
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
+        no_delay(transport)
         limits = self.limits
         if limits.server_full(len(self.server_state.connections)):
             self._refused = True
@@ -241,6 +244,16 @@ def uvicorn_config(app, host: str, port: int, limits: ConnectionLimits, **option
 
     options = {"log_level": "warning", "lifespan": "on", **options}
     return uvicorn.Config(app, host=host, port=port, http=guarded(limits), ws="none", **options)
+
+
+def no_delay(transport) -> None:
+    """TCP_NODELAY on the connection's socket. asyncio sets it only on sockets whose `proto` says TCP, and a
+    socket from `socket.create_server` (how `lifecycle.listen` makes the listening one) says 0: without
+    it an answer written as headers then body waits for the client's delayed ACK, some 40 ms each."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 def serve(app, host: str, port: int, *, header_timeout_s: float = HEADER_TIMEOUT_S, per_client: int = PER_CLIENT,
