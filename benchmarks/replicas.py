@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from benchmarks.common import log
 from benchmarks.db import ROLE_PREFIX, SEED
@@ -83,25 +84,39 @@ class Away:
     up: float | None = None
 
 
+def lake_server(name: str, contract, scale: float, databases: tuple[str, ...] = ()):
+    """A PostgreSQL of its own on loopback TCP (the test suite's topology) with the demo lake at `scale` in
+    its database `lake`, the contract's grants, ANALYZEd, and empty `databases` beside it. pgserver's
+    binaries: the PostgreSQL of the other runs (benchmarks/db.py), so the plans compare."""
+    from ontoos_explore.engine import demo_data, grants
+    from tests.topology import Postgres, pgserver_bin
+
+    server = Postgres.initdb(name, bin=pgserver_bin()).start()
+    try:
+        with psycopg.connect(server.dsn(), autocommit=True) as conn:
+            for db in ("lake", *databases):
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db)))
+        with psycopg.connect(server.dsn("lake")) as conn:
+            demo_data.ensure(conn, scale=scale, seed=SEED)
+        with psycopg.connect(server.dsn("lake")) as conn:
+            grants.apply(conn, contract, ROLE_PREFIX)
+        with psycopg.connect(server.dsn("lake"), autocommit=True) as conn:
+            conn.execute("ANALYZE")  # the planner's estimates (the cost budget) as on a lake long loaded
+    except BaseException:
+        server.destroy()
+        raise
+    return server
+
+
 class Replicas:
     """A primary with the demo lakehouse at `scale` and the contract's grants, and a hot standby of it."""
 
     def __init__(self, contract, scale: float) -> None:
-        from ontoos_explore.engine import demo_data, grants
-        from tests.topology import Postgres, pgserver_bin, read_dsn
+        from tests.topology import read_dsn
 
         t0 = time.perf_counter()
-        # pgserver's binaries: the PostgreSQL of the other load runs (benchmarks/db.py), so the plans compare
-        self.primary = Postgres.initdb("load-primary", bin=pgserver_bin()).start()
+        self.primary = lake_server("load-primary", contract, scale)
         try:
-            with psycopg.connect(self.primary.dsn(), autocommit=True) as conn:
-                conn.execute("CREATE DATABASE lake")
-            with psycopg.connect(self.primary.dsn("lake")) as conn:
-                demo_data.ensure(conn, scale=scale, seed=SEED)
-            with psycopg.connect(self.primary.dsn("lake")) as conn:
-                grants.apply(conn, contract, ROLE_PREFIX)
-            with psycopg.connect(self.primary.dsn("lake"), autocommit=True) as conn:
-                conn.execute("ANALYZE")  # the planner's estimates (the cost budget) as on a lake long loaded
             self.standby = self.primary.basebackup("load-standby").start()
             self.standby.wait_replayed(self.primary)
         except BaseException:

@@ -277,3 +277,49 @@ def test_timestamps_compile_alike_through_a_hit():
     compile_exploration(text, CONTRACT, "analyst", cache=cache)
     q = compile_exploration(text.replace("2024-01-01", "2025-06-30"), CONTRACT, "analyst", cache=cache)
     assert isinstance(q.params[0], dt.datetime) and cache.hits == 1
+
+
+def test_the_json_form_asked_again_with_other_values_is_not_parsed_again():
+    """Its own template (its strings with their literals slotted) becomes an alias of the parsed form's
+    entry, so the next values bind without Lark; what it gives is what the whole pipeline gives."""
+    from ontoos_explore.pipeline import compile_whole, parse_source, resolve_role
+
+    parsed: list[object] = []
+
+    def counting_parse(source):
+        parsed.append(source)
+        return parse_source(source)
+
+    cache, role = TemplateCache(), resolve_role(CONTRACT, "analyst")
+    body = {"dataset": "workloads", "fields": ["name", "namespace"], "filter": "namespace = 'prod' and replicas > 2",
+            "order_by": ["name"], "limit": 20}
+    cache.compile(body, CONTRACT, role, compile_whole, counting_parse)
+    assert len(parsed) == 1
+    for ns, n in (("staging", 5), ("it's", 0), ("payments", -3)):
+        again = {**body, "filter": f"namespace = '{ns.replace(chr(39), chr(39) * 2)}' and replicas > {n}"}
+        got = cache.compile(again, CONTRACT, role, compile_whole, counting_parse)
+        assert got == compile_exploration(again, CONTRACT, "analyst", cache=None)
+        assert got.params[:2] == (ns, n)
+    assert len(parsed) == 1 and cache.hits == 3
+    # another shape (a field more), a filter of objects, an unknown key: parsed, as before
+    for other in ({**body, "fields": ["name", "namespace", "kind"]},
+                  {**body, "filter": [{"field": "namespace", "op": "=", "value": "prod"}]}):
+        assert cache.compile(other, CONTRACT, role, compile_whole, counting_parse) == \
+            compile_exploration(other, CONTRACT, "analyst", cache=None)
+    assert len(parsed) == 3
+
+
+@pytest.mark.parametrize("change", [
+    {"filter": "namespace = 'prod\x00' and replicas > 2"},  # a NUL: the parser's refusal, not a hit
+    {"filter": "namespace = '" + "x" * 1001 + "' and replicas > 2"},  # over the literal budget
+    {"filter": "namespace = 'prod' and replicas > 'many'"},  # another kind: another template
+    {"fields": ["name", "namespace, kind"]},  # commas inside one entry
+    {"fields": ["name", "coalesce(namespace, 'a\\',b')"]},  # a comma the entry check sees outside quotes
+])
+def test_a_json_form_the_parser_refuses_is_refused_the_same_way_after_a_hit(change):
+    cache = TemplateCache()
+    body = {"dataset": "workloads", "fields": ["name", "namespace"], "filter": "namespace = 'prod' and replicas > 2"}
+    compile_exploration(body, CONTRACT, "analyst", cache=cache)
+    compile_exploration({**body, "filter": "namespace = 'qa' and replicas > 1"}, CONTRACT, "analyst", cache=cache)
+    assert cache.hits == 1
+    assert outcome({**body, **change}, "analyst", cache) == outcome({**body, **change}, "analyst", None)

@@ -16,9 +16,17 @@ binds only its new values:
 - the executed SQL is the guarded text, byte for byte; only `params` and
   `normalized` change.
 
-The JSON form (and an `Exploration`) is parsed first; its key is its text
-rendering with the same slots (rendering is injective), so a hit skips
-binding, generation and the guard.
+An `Exploration` is keyed by its text rendering with the same slots
+(rendering is injective), so a hit skips binding, generation and the guard.
+The JSON form is keyed twice. First by its own template, without parsing:
+each of its strings (dataset, relations, fields, filter, group_by, order_by)
+with its literals slotted as in a text, each part length-prefixed, and its
+limit (`json_template_of`); a hit passes the checks the parser would make of
+those strings (`check_json`, `check_text`) and binds the new values. Else it
+is parsed and keyed by its rendering, as above; once that key has a template
+whose literals are the JSON template's, in the same order, the JSON key is
+made an alias of it. So the JSON form asked again with other values costs
+what the text form does: no Lark parse of its fields and filter.
 
 An entry is made only after a successful compile, and only when the literals
 of the text line up one to one, in order, with the parameters the caller's
@@ -50,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from .compiler import CompiledQuery
 from .compiler import fingerprint as fp
-from .grammar.limits import check_text
+from .grammar.limits import CheckedJSON, check_json, check_lists, check_text
 from .grammar.parser import _unquote
 from .grammar.render import to_text
 from .ir import Exploration, Lit
@@ -106,6 +114,40 @@ def template_of(text: str) -> tuple[str, list[tuple[str, Any]]]:
             part(_MARK["integer"])
         part(after)
     return "".join(parts), lits
+
+
+JSON_STRINGS = ("dataset", "relations", "fields", "filter", "group_by", "order_by")
+
+
+def json_template_of(body: dict) -> tuple[str, list[tuple[str, Any]]] | None:
+    """The JSON form's own template (each string's literals slotted, each part length-prefixed, so the
+    key is injective) and its literals in that order; None for what only the parser should read (an
+    unknown key, a filter of objects, a value of another type, a text the grammar refuses)."""
+    parts = ["\x00json"]
+    lits: list[tuple[str, Any]] = []
+    for key in body:
+        if key not in JSON_STRINGS and key != "limit":
+            return None
+    for key in JSON_STRINGS:
+        value = body.get(key)
+        if value is None:
+            parts.append(f"{key}-")
+            continue
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+            return None
+        parts.append(f"{key}{'s' if isinstance(value, str) else 'l'}{len(items)}")
+        for item in items:
+            template, found = template_of(item)
+            if template.startswith(_UNREADABLE):
+                return None
+            parts.append(f"{len(template)}:{template}")
+            lits.extend(found)
+    limit = body.get("limit")
+    if limit is not None and type(limit) is not int:
+        return None
+    parts.append(f"limit{limit}")
+    return "\x01".join(parts), lits
 
 
 def ir_template_of(e: Exploration) -> tuple[str, list[tuple[str, Any]]]:
@@ -191,6 +233,7 @@ class TemplateCache:
         rendering."""
         text = source.get("query") if isinstance(source, dict) and len(source) == 1 else source
         exploration = None
+        json_key = None
         if isinstance(text, str):
             again = self.exact(text, contract, role)
             if again is not None:
@@ -198,15 +241,52 @@ class TemplateCache:
             key, lits = self.key(text, contract, role)
             hit = self.lookup(key, lits, text)
         else:
+            if isinstance(source, dict) and (shape := json_template_of(source)) is not None:
+                json_key, json_lits = (contract.hash, role.name, shape[0]), shape[1]
+                if (found := self.lookup_json(json_key, json_lits, source)) is not None:
+                    return found
             exploration = parse(source)
             key, lits = self.key_of_ir(exploration, contract, role)
             hit = self.lookup(key, lits)
         if hit is None:
             hit, plan = whole(source, exploration, contract, role)
             self.fill(key, lits, plan, hit, contract, role)
+        if json_key is not None and json_lits == lits:
+            self.alias(json_key, key)
         if isinstance(text, str):
             self.remember(text, contract, role, hit)
         return hit
+
+    def lookup_json(self, key: tuple, lits: list[tuple[str, Any]], body: dict) -> CompiledQuery | None:
+        """A JSON form whose own template is an alias of a cached one: checked as the parser would
+        check its strings, then its values bound (None: the whole path, and its exact refusal)."""
+        if key not in self._entries:
+            return None
+        from .grammar.forms import _comma_lists
+
+        try:
+            if not isinstance(body, CheckedJSON):
+                check_json(body, "the exploration")
+            _comma_lists(body)
+            for where in JSON_STRINGS:  # json_template_of let through strings and lists of strings only
+                value = body.get(where)
+                for i, piece in enumerate([value] if isinstance(value, str) else value or ()):
+                    check_text(piece, f"{where}[{i}]")
+                    check_lists(piece, f"{where}[{i}]")
+        except Exception:  # noqa: BLE001 - the whole path gives the exact refusal
+            self.fallbacks += 1
+            return None
+        return self.lookup(key, lits)
+
+    def alias(self, json_key: tuple, key: tuple) -> None:
+        """The JSON form's own key, made to share the template of the key its parse gave."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or json_key in self._entries:
+                return
+            self._entries[json_key] = entry
+            self._sizes[json_key] = len(json_key[2])
+            self.bytes += len(json_key[2])
 
     def key(self, text: str, contract: Contract, role: Role) -> tuple[tuple, list[tuple[str, Any]]]:
         template, lits = template_of(text)
