@@ -34,7 +34,7 @@ from ..errors import Codes, ExploreError, InputError, not_json, too_many_session
 from ..grammar.forms import loads_strict
 from .bodies import json_media_type, read_limited
 from .limits import SessionCaps
-from .mcp_server import PRINCIPAL_KEY, build_server, http_principal
+from .mcp_server import CALLER, PRINCIPAL_KEY, build_server, http_principal
 from .rest import UNREAD_BODY
 from .tools import Tools
 
@@ -171,6 +171,13 @@ class MCPEndpoint:
         self.busy: dict[str, int] = {}  # session id -> its POST and DELETE requests in progress
 
     async def __call__(self, scope, receive, send):
+        caller = CALLER.set(scope.get(PRINCIPAL_KEY))
+        try:
+            await self._handle(scope, receive, send)
+        finally:
+            CALLER.reset(caller)
+
+    async def _handle(self, scope, receive, send):
         principal = scope.get(PRINCIPAL_KEY)
         session_id = Headers(scope=scope).get(SESSION_HEADER)
         if scope["method"] == "POST":

@@ -22,6 +22,7 @@ to every session that has listed tools.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import weakref
@@ -36,10 +37,8 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import (
     INVALID_PARAMS,
     CallToolRequestParams,
-    CallToolResult,
     ListToolsResult,
     PaginatedRequestParams,
-    TextContent,
     Tool,
     ToolAnnotations,
 )
@@ -56,6 +55,9 @@ from .tools import QUERY_PREFIX, Tools
 log = logging.getLogger("ontoos_explore.mcp")
 
 PRINCIPAL_KEY = "ontoos.principal"  # where the HTTP auth middleware leaves the caller in the ASGI scope
+# the caller of the MCP request being handled over HTTP (set by mcp_http.MCPEndpoint): what the SDK's
+# schema lookup of a tools/call's Mcp-Param headers is answered for, as its tools/list would be
+CALLER: contextvars.ContextVar[Principal | None] = contextvars.ContextVar("ontoos_mcp_caller", default=None)
 LIST_TTL_MS = 60_000  # how long a client may keep tools/list (a change is announced as it happens)
 WATCH_S = 1.0  # how often the registry is looked at for a change to announce
 
@@ -166,7 +168,19 @@ def build_server(tools: Tools, principal_of: Callable[[ServerRequestContext], Pr
         changes.saw(getattr(ctx, "session", None))
         return ListToolsResult(tools=[t for t in listed if t.name in visible] + queries.listed(principal))
 
-    async def call_tool(ctx: ServerRequestContext, params: CallToolRequestParams) -> CallToolResult:
+    by_name = {t.name: t for t in listed}
+
+    def input_schema(name: str) -> dict[str, Any] | None:
+        """A tool's input schema, for the caller of this request (None: a tool it may not see, as its
+        tools/list would not list it). Without it the SDK answers the question with a whole tools/list
+        on every tools/call: about 5% of a call's CPU."""
+        principal = CALLER.get()
+        if principal is None or name not in tools.visible(principal):
+            return None
+        tool = by_name.get(name) or next((t for t in queries.listed(principal) if t.name == name), None)
+        return tool.input_schema if tool is not None else None
+
+    async def call_tool(ctx: ServerRequestContext, params: CallToolRequestParams) -> dict[str, Any]:
         visible = tools.visible(principal_of(ctx))
         if params.name not in visible:  # a tool the role may not call is one that does not exist
             close = close_matches(params.name[:60], visible, n=1)
@@ -184,6 +198,7 @@ def build_server(tools: Tools, principal_of: Callable[[ServerRequestContext], Pr
         version=__version__,
         title="ontoos-explore",
         instructions=INSTRUCTIONS,
+        get_tool_input_schema=input_schema,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         # private: the list varies with the caller's role
@@ -193,12 +208,15 @@ def build_server(tools: Tools, principal_of: Callable[[ServerRequestContext], Pr
     return server
 
 
-def tool_result(answer: Answer) -> CallToolResult:
-    """An `Answer` as an MCP tool result (the envelope is presentable already: `Answer.refusal`)."""
-    text = json.dumps(answer.envelope, ensure_ascii=False)
+def tool_result(answer: Answer) -> dict[str, Any]:
+    """An `Answer` as an MCP tool result (the envelope is presentable already: `Answer.refusal`), in its
+    wire shape: the SDK validates a handler's result against the protocol version's schema either way,
+    and a mapping spares it building and dumping a CallToolResult model first (~7% of a call's CPU)."""
+    content = [{"type": "text", "text": json.dumps(answer.envelope, ensure_ascii=False)}]
+    # resultType: the 2026-07-28 protocol requires it; an older version's schema drops it
     if not answer.ok:
-        return CallToolResult(is_error=True, content=[TextContent(type="text", text=text)])
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=answer.envelope)
+        return {"resultType": "complete", "content": content, "isError": True}
+    return {"resultType": "complete", "content": content, "structuredContent": answer.envelope, "isError": False}
 
 
 def fixed(principal: Principal) -> Callable[[Any], Principal]:
