@@ -33,3 +33,23 @@ def test_the_execution_section_runs_against_the_database(pg_dsn, demo):
     assert case["rows"] == 50 and res["audit_events_dropped"] == 0
     assert case["evidence_added_ms"] == round(case["stats"]["executor"]["p50_ms"] - case["stats"]["executor_no_evidence"]["p50_ms"], 3)
     assert set(res["summary"]) == {"small"}
+
+
+def test_the_peers_benchmark_asks_every_contender_the_same_question(demo, tmp_path):
+    """Its JSON and text forms compile to the same SQL, and the named-query entries made of that SQL
+    load and verify (the guard accepts them), so every contender runs the very same statement."""
+    import json
+
+    from benchmarks.mcp_peers import QUESTIONS, compile_all
+    from ontoos_explore.governance.registry import Registry
+    from ontoos_explore.pipeline import compile_exploration
+
+    compiled = compile_all(demo)
+    for q in QUESTIONS:
+        as_text = compile_exploration(q.text, demo, "admin", cache=None)
+        as_json = compile_exploration(q.form, demo, "admin", cache=None)
+        assert as_json.sql == as_text.sql == compiled[q.name].sql and as_json.params == as_text.params, q.name
+    path = tmp_path / "queries.yaml"
+    path.write_text(json.dumps({"queries": [compiled[q.name].entry for q in QUESTIONS if q.named]}))
+    registry = Registry.load(path, demo)
+    assert registry.problems == [] and sorted(registry.entries) == sorted(f"bench_{q.name}" for q in QUESTIONS if q.named)
