@@ -1,13 +1,15 @@
 """Server, governance: the reviewers' dashboard (server-rendered HTML) and its JSON API.
 
-    GET  /governance                     the page; ?days=&dataset=&subtype= filter it
+    GET  /governance                     the summary; ?window=&dataset=&subtype=&principal=&surface=&outcome=
+    GET  /governance/<listing>[/<id>]    the pages every row leads to (server/dashboard_pages.py)
     GET  /governance/login, POST         a token form for browsers: opens a session (server/sessions.py)
     POST /governance/logout              csrf -> the session ended
     GET  /governance/promote             ?fingerprint= -> the promote form: the entry, every example it would keep
     POST /governance/promote             csrf, fingerprint, id, title, keep... -> a pending named query
     POST /governance/approve             csrf, id -> approved (not by the reviewer who promoted it)
+    POST /governance/reject, /retire     csrf, id -> rejected (pending), retired (approved)
     GET  /api/v1/governance/report       everything on the page, as JSON
-    GET  /api/v1/governance/{view}       one view (by_column, candidates, recent, ...)
+    GET  /api/v1/governance/{view}       one view (by_column, candidates, recent, ...); a table pages, and CSV
 
 Only principals marked `reviewer: true` may use any of it. Works without
 JavaScript: filters are a GET form, actions are POST forms that redirect.
