@@ -3,7 +3,7 @@ the live registry the servers serve from.
 
 - a write replaces the file atomically: no temporary file is left, the mode is kept, a failure
   half-way leaves the old file as it was;
-- an id already there is refused (whatever its case); a status is set on an entry that is there;
+- an id already there is refused (whatever its case); an entry that is there is changed (`update`), an unknown one is UNKNOWN_QUERY;
 - writers in parallel lose nothing (they take turns);
 - a file that is not YAML, or not a mapping with a `queries` list, is refused naming the file
   and line, and nothing is written over it;
@@ -33,6 +33,11 @@ HOSTS = {
            'ORDER BY "h"."hostname" LIMIT 51',
     "bind": ["provider"], "columns": ["hostname"], "max_rows": 50,
 }
+
+
+def status_to(status: str):
+    """A change of the status only (the lifecycle's own checks are governance/promote.py's)."""
+    return lambda q: q.__setitem__("status", status)
 
 
 def entry(ident: str, **extra) -> dict:
@@ -65,7 +70,7 @@ def test_writes_are_atomic_and_leave_no_temporary_file(store):
     store.add(entry("a"))
     store.path.chmod(0o640)
     store.add(entry("b"))
-    store.set_status("B", "approved")
+    store.update("B", status_to("approved"))
     assert listing(store.path) == ["queries.yaml"]
     assert oct(store.path.stat().st_mode & 0o777) == oct(0o640)  # the registry's own mode is kept
     assert [(q["id"], q["status"]) for q in store.entries()] == [("a", "pending"), ("b", "approved")]
@@ -97,11 +102,11 @@ def test_an_id_already_there_is_refused_whatever_its_case(store):
 
 def test_a_status_is_set_only_on_an_entry_that_is_there(store):
     store.add(entry("a"))
-    store.set_status("A", "approved")
+    store.update("A", status_to("approved"))
     assert store.entries()[0]["status"] == "approved"
     before = store.path.read_bytes()
     with pytest.raises(ExploreError) as e:
-        store.set_status("nope", "approved")
+        store.update("nope", status_to("approved"))
     assert e.value.code == "EX208" and store.path.read_bytes() == before
 
 
@@ -137,7 +142,7 @@ def test_a_file_that_cannot_be_read_is_refused_and_never_written_over(store, tex
     else:
         store.path.write_bytes(text)
     before = store.path.read_bytes()
-    for act in (store.entries, lambda: store.add(entry("a")), lambda: store.set_status("a", "approved")):
+    for act in (store.entries, lambda: store.add(entry("a")), lambda: store.update("a", status_to("approved"))):
         with pytest.raises(RegistryFileError) as e:
             act()
         assert e.value.code == "EX102" and "queries.yaml" in e.value.message and says in e.value.message
@@ -150,7 +155,7 @@ def test_every_write_is_a_new_stamp_even_with_the_same_bytes(store):
     store.add(entry("a"))
     first = store.stamp()
     assert store.stamp() == first  # nothing changed: the same stamp
-    store.set_status("a", "pending")  # the same bytes again
+    store.update("a", status_to("pending"))  # the same bytes again
     assert store.stamp() != first
     assert store.read()[1] == store.stamp()
 
@@ -181,7 +186,7 @@ def test_the_live_registry_serves_a_change_once_it_checks(store, demo):
     first = live.current()
     clock.now += 1
     assert live.current() is first  # unchanged: one stat, no reload
-    RegistryStore(store.path).set_status("hosts_by_provider", "approved")  # as another process would
+    RegistryStore(store.path).update("hosts_by_provider", status_to("approved"))  # as another process would
     clock.now += 0.2
     assert live.current() is first  # checked at most every 0.5 s
     clock.now += 0.4

@@ -218,10 +218,6 @@ def promote(conn: psycopg.Connection, contract: Contract, registry: RegistryStor
     return entry
 
 
-def set_status(registry: RegistryStore | Path, ident: str, status: str) -> None:
-    _store(registry).set_status(ident, status)
-
-
 def approve(registry: RegistryStore | Path, ident: str, by: str, *, allow_self: bool = False) -> dict[str, Any]:
     """Approve the pending entry `ident` as principal `by` (recorded as `approved_by`, `approved_at`);
     refused (EX504 SELF_APPROVAL) when `by` promoted it, unless `allow_self`, and refused for a retired
@@ -267,7 +263,7 @@ def reject(registry: RegistryStore | Path, ident: str, by: str) -> dict[str, Any
 def _not(entry: dict[str, Any], ident: str, wanted: str, hint: str) -> InputError:
     name = str(entry.get("id", ident))[:60]
     return InputError(Codes.INVALID_REQUEST, f"'{name}' is {entry.get('status', 'pending')}, not {wanted}",
-                      hint=f"{hint}; reload its page to see where it stands")
+                      hint=f"{hint}; its page on the dashboard (or ontoos queries show) says where it stands")
 
 
 def now() -> str:

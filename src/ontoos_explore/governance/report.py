@@ -211,37 +211,12 @@ def table(conn: psycopg.Connection, view: str, f: Filters, page: Page = Page()) 
     return Table(view, v.columns, rows, total, page)
 
 
-def by_subtype(conn, f: Filters):
-    return table(conn, "by_subtype", f, Page(1, 50)).rows
-
-
-def by_dataset(conn, f: Filters):
-    return table(conn, "by_dataset", f, Page(1, 50)).rows
-
-
-def by_principal(conn, f: Filters):
-    return table(conn, "by_principal", f, Page(1, 50)).rows
-
-
-def by_column(conn, f: Filters):
-    """Which secret and hidden columns people reach for, and who."""
-    return table(conn, "by_column", f, Page(1, 50)).rows
-
-
 def by_day(conn, f: Filters):
     return _rows(conn, BY_DAY, f.params())
 
 
 def by_day_and_subtype(conn, f: Filters):
     return _rows(conn, BY_DAY_SUBTYPE, f.params())
-
-
-def recent(conn, f: Filters, limit: int = 20):
-    return table(conn, "recent", f, Page(1, limit)).rows
-
-
-def recurring(conn, f: Filters, limit: int = 20):
-    return table(conn, "recurring", f, Page(1, limit)).rows
 
 
 def event(conn, ident: str) -> dict[str, Any] | None:

@@ -1,7 +1,7 @@
 """Governance, the registry file: the one reader and writer of the named-query YAML.
 
 `RegistryStore(path)` reads the raw entries (the items of `queries:`), adds
-one (refusing an id already there), sets a status or changes an entry
+one (refusing an id already there), changes an entry
 (`update`: checked and written under one lock), lists the origin
 fingerprints, and writes the whole file atomically: a temporary file in the
 same directory, flushed and fsynced, then `os.replace`d over the registry
@@ -198,10 +198,6 @@ class RegistryStore:
                 raise InputError(Codes.INVALID_REQUEST, f"the registry already has a query '{ident}'",
                                  hint="choose another --id")
             queries.append(entry)
-
-    def set_status(self, ident: str, status: str) -> None:
-        """The status of the entry with this id (case-insensitively); UNKNOWN_QUERY if there is none."""
-        self.update(ident, lambda q: q.__setitem__("status", status))
 
     def update(self, ident: str, change: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
         """`change(entry)` on the entry with this id (case-insensitively), in place, and the file written,

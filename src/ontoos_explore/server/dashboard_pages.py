@@ -209,7 +209,7 @@ class Pages:
             dv.check_names(request.query_params, ("done", "id"))
             entry = next((e for e in self._queries() if fold(str(e.get("id", ""))) == fold(ident)), None)
             if entry is None or not is_identifier(ident):
-                raise InputError(Codes.UNKNOWN_QUERY, f"the registry has no query '{ident[:60]}'",
+                raise InputError(Codes.UNKNOWN_QUERY, "the registry has no query of that id",
                                  hint="the named queries are listed at /governance/queries")
             with self._connect() as conn:
                 runs = rep.totals(conn, rep.Filters(days=rep.MAX_DAYS, fingerprints=(f"named:{entry['id']}",)))
@@ -272,7 +272,7 @@ def _not_found(what: str, hint: str) -> InputError:
 def _narrowing(q) -> dict[str, Any]:
     """The events listing's narrowing to one column or one fingerprint (checked as the paths are)."""
     out: dict[str, Any] = {}
-    column, fp = q.get("column") or None, q.get("fingerprint") or None
+    column, fp = dv.one(q, "column"), dv.one(q, "fingerprint")
     if column is not None:
         if not is_identifier(column):
             raise InputError(Codes.INVALID_REQUEST, "'column' must be a column's name", hint="e.g. column=env_dump")

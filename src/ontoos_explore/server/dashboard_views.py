@@ -17,9 +17,7 @@ whole is on the detail page). Times are shown in UTC, with the zone.
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import io
 import json
 import re
 import urllib.parse
@@ -33,7 +31,7 @@ from ..errors import Codes, InputError
 from ..governance import report as rep
 from ..names import did_you_mean, is_identifier
 from ..pages import NAMED
-from .negotiate import csv_cell
+from .negotiate import CSV_MEDIA, csv_body, csv_cell
 
 CUT = 120  # characters of a long value shown in a table
 EXPORT_MAX = 10_000  # rows in one download
@@ -76,7 +74,8 @@ def _refuse(message: str, hint: str) -> InputError:
     return InputError(Codes.INVALID_REQUEST, message, hint=hint)
 
 
-def _one(q: QueryParams, name: str) -> str | None:
+def one(q: QueryParams, name: str) -> str | None:
+    """A parameter given at most once (twice: a 400); an empty value is None."""
     values = q.getlist(name)
     if len(values) > 1:
         raise _refuse(f"'{name}' is given {len(values)} times", f"give {name} once")
@@ -103,14 +102,14 @@ def no_blanks(q: QueryParams) -> None:
 def filters_of(q: QueryParams, *, extra: tuple[str, ...] = ()) -> rep.Filters:
     """The filters of a dashboard URL (or of the JSON API's, which also takes the older `days`)."""
     check_names(q, FILTERS + PAGING + ("days",) + extra)
-    window, days = _one(q, "window"), _one(q, "days")
+    window, days = one(q, "window"), one(q, "days")
     if window is not None and days is not None:
         raise _refuse("'window' and 'days' are given both", "give window (days is its older name)")
     window = window or days or "14"
     if not (m := WINDOW.fullmatch(window)) or not 1 <= int(m.group(1)) <= rep.MAX_DAYS:
         raise _refuse("'window' must be a number of days, 1 to 365", "e.g. window=7d")
-    dataset, subtype, principal = _one(q, "dataset"), _one(q, "subtype"), _one(q, "principal")
-    surface, outcome = _one(q, "surface"), _one(q, "outcome")
+    dataset, subtype, principal = one(q, "dataset"), one(q, "subtype"), one(q, "principal")
+    surface, outcome = one(q, "surface"), one(q, "outcome")
     if dataset is not None and not is_identifier(dataset):
         raise _refuse("'dataset' must be a dataset's name", "e.g. dataset=workloads")
     if subtype is not None and not SUBTYPE.fullmatch(subtype):
@@ -127,7 +126,7 @@ def filters_of(q: QueryParams, *, extra: tuple[str, ...] = ()) -> rep.Filters:
 
 
 def page_of(q: QueryParams) -> rep.Page:
-    number, size = _one(q, "page") or "1", _one(q, "size") or "20"
+    number, size = one(q, "page") or "1", one(q, "size") or "20"
     if not NUMBER.fullmatch(number) or int(number) < 1:
         raise _refuse("'page' must be a page number, from 1", "e.g. page=2")
     if not NUMBER.fullmatch(size) or not 1 <= int(size) <= MAX_SIZE:
@@ -137,7 +136,7 @@ def page_of(q: QueryParams) -> rep.Page:
 
 def export_format(q: QueryParams) -> str | None:
     """'csv', 'json' or None (the page)."""
-    fmt = _one(q, "format")
+    fmt = one(q, "format")
     if fmt is not None and fmt not in ("csv", "json", "html"):
         raise _refuse("'format' must be csv or json", "format=csv or format=json (the page itself without it)")
     return None if fmt == "html" else fmt
@@ -262,13 +261,8 @@ def export(table: rep.Table, fmt: str, name: str, f: rep.Filters, as_of: str) ->
                 "meta": {"filters": f.shown(), "truncated": truncated, "as_of": as_of}}
         return Response(json.dumps(body, ensure_ascii=False, default=str).encode("utf-8"),
                         media_type="application/json", headers=headers)
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\r\n")
-    writer.writerow(table.columns)
-    for row in table.rows:
-        writer.writerow([_csv_cell(row.get(c)) for c in table.columns])
-    return Response(out.getvalue().encode("utf-8"), media_type="text/csv; charset=utf-8; header=present",
-                    headers=headers)
+    rows = ([row.get(c) for c in table.columns] for row in table.rows)
+    return Response(csv_body(table.columns, rows, _csv_cell), media_type=CSV_MEDIA, headers=headers)
 
 
 def _csv_cell(value: Any) -> str:

@@ -69,12 +69,20 @@ def csv_cell(value: Any) -> str:
     return str(value)
 
 
-def csv_response(envelope: dict[str, Any]) -> Response:
-    data, meta = envelope.get("data", {}), envelope.get("meta", {})
+CSV_MEDIA = "text/csv; charset=utf-8; header=present"
+
+
+def csv_body(columns, rows, cell=csv_cell) -> bytes:
+    """RFC 4180 text, UTF-8: a header row of `columns`, then each row's values through `cell`."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
-    writer.writerow(data.get("columns", []))
-    writer.writerows([csv_cell(v) for v in row] for row in data.get("rows", []))
+    writer.writerow(columns)
+    writer.writerows([cell(v) for v in row] for row in rows)
+    return out.getvalue().encode("utf-8")
+
+
+def csv_response(envelope: dict[str, Any]) -> Response:
+    data, meta = envelope.get("data", {}), envelope.get("meta", {})
     headers = {"X-Ontoos-Exploration-Id": str(meta.get("exploration_id", "")),
                "X-Ontoos-Rows": str(meta.get("rows", len(data.get("rows", [])))),
                "X-Ontoos-Truncated": "true" if meta.get("truncated") else "false"}
@@ -82,8 +90,7 @@ def csv_response(envelope: dict[str, Any]) -> Response:
         headers["X-Ontoos-Next-Cursor"] = str(meta["next_cursor"])
     if meta.get("evidence") is not None:
         headers["X-Ontoos-Evidence"] = json.dumps(meta["evidence"], separators=(",", ":"), ensure_ascii=True)
-    return Response(out.getvalue().encode("utf-8"), media_type="text/csv; charset=utf-8; header=present",
-                    headers=headers)
+    return Response(csv_body(data.get("columns", []), data.get("rows", [])), media_type=CSV_MEDIA, headers=headers)
 
 
 def etag(envelope: dict[str, Any]) -> str:
