@@ -44,3 +44,13 @@ def _argv(line: str) -> list[str]:
 def test_each_example_is_a_command_line_the_parser_takes(command, line):
     args = PARSER.parse_args(_argv(line))
     assert args.command == command
+
+
+@pytest.mark.parametrize("message", [
+    "argument COMMAND: invalid choice: 'expore' (choose from 'compile', 'explore', 'explain')",  # Python <= 3.12.7
+    "argument COMMAND: invalid choice: expore (choose from compile, explore, explain)",  # 3.12.8 and later
+])
+def test_a_mistyped_choice_gets_a_did_you_mean_in_either_wording_of_argparse(message):
+    from ontoos_explore.cli.parser import _with_suggestion
+
+    assert _with_suggestion(message) == "'expore' is not a command; did you mean 'explore'? (compile, explore, explain)"

@@ -172,3 +172,43 @@ def test_queries_as_a_table_and_a_pending_run_says_it_is_pending(tmp_path):
     err = json.loads(ran.stdout)["error"]
     assert ran.returncode == 2 and err["message"] == "'hosts_by_provider' is pending, not approved: it does not run yet"
     assert "ontoos queries approve hosts_by_provider" in err["hint"]
+
+
+def test_a_refusal_an_answer_carries_reads_as_a_sentence_too(pg_dsn, tmp_path):
+    """explore, describe --sample and queries run refuse through the answer they get back (the exploration
+    ran far enough to be audited), not by raising: at a terminal that is the same sentence on stderr."""
+    import yaml
+
+    from tests.named_queries import HOSTS_BY_PROVIDER
+
+    registry = tmp_path / "queries.yaml"
+    registry.write_text(yaml.safe_dump({"version": 1, "queries": [HOSTS_BY_PROVIDER]}))
+    env = ["--dsn", pg_dsn, "--role", "analyst"]
+    for args, first in (
+            (["explore", *env, "-q", "explore workloads fields namspace"],
+             "error: 'namspace' is not a readable column of workloads"),
+            (["describe", *env, "workloadz", "--sample", "2"], "error: 'workloadz'"),
+            (["queries", "run", "hosts_by_provider", "--queries", str(registry), *env, "-p", "provider=mars"],
+             "error: ")):
+        code, shown, err = _at_terminal(args)
+        assert code == 2 and shown == "", (args, shown)
+        assert err.startswith(first) and "\nhint: " in err and '"ok"' not in err, (args, err)
+        piped = subprocess.run([serving.ontoos_executable(), *args], capture_output=True, text=True, timeout=60,
+                               env=_env())
+        assert piped.returncode == 2 and json.loads(piped.stdout)["ok"] is False and piped.stderr == "", args
+
+
+def test_demo_serves_the_embedded_demo_on_loopback_only(tmp_path):
+    """--demo adds an admin reviewer and prints its token: refused on another contract or a public address,
+    before anything listens."""
+    from ontoos_explore.cli.common import default_contract
+
+    other = tmp_path / "contract.yaml"  # the demo's, but for one budget: another contract
+    text = default_contract().read_text(encoding="utf-8").replace("max_rows: 5000", "max_rows: 4000", 1)
+    other.write_text(text, encoding="utf-8")
+    for args, says in ((["--http", "0.0.0.0:18765", "--demo"], "loopback only"),
+                       (["--http", "127.0.0.1:18766", "--demo", "--contract", str(other)], "embedded demo only")):
+        done = subprocess.run([serving.ontoos_executable(), "serve", *args], capture_output=True, text=True,
+                              timeout=60, env=_env(), stdin=subprocess.DEVNULL)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert says in json.loads(done.stdout)["error"]["message"] and "token" not in done.stderr.lower(), args

@@ -215,6 +215,10 @@ def test_the_cache_is_bounded():
     for n in range(6):
         compile_exploration(f"explore workloads fields name limit {n + 1}", CONTRACT, "analyst", cache=cache)
     assert len(cache) == 3
+    for n in range(6):  # the JSON form: an entry and the alias of its own template, each counted
+        compile_exploration({"dataset": "workloads", "fields": ["name"], "limit": n + 1}, CONTRACT, "analyst",
+                            cache=cache)
+        assert len(cache) <= 3
 
 
 def test_the_cache_is_bounded_in_bytes_too():

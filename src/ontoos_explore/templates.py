@@ -280,13 +280,9 @@ class TemplateCache:
 
     def alias(self, json_key: tuple, key: tuple) -> None:
         """The JSON form's own key, made to share the template of the key its parse gave."""
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None or json_key in self._entries:
-                return
-            self._entries[json_key] = entry
-            self._sizes[json_key] = len(json_key[2])
-            self.bytes += len(json_key[2])
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._insert(json_key, entry, len(json_key[2]))
 
     def key(self, text: str, contract: Contract, role: Role) -> tuple[tuple, list[tuple[str, Any]]]:
         template, lits = template_of(text)
@@ -324,6 +320,11 @@ class TemplateCache:
         self.misses += 1
         entry = _template(lits, plan, q, contract, role)
         size = len(key[2]) + (0 if entry is None else len(q.sql) + len(q.normalized) + 64 * len(q.params))
+        self._insert(key, entry, size)
+
+    def _insert(self, key: tuple, entry: Template | None, size: int) -> None:
+        """An entry (a template, an alias of one, or None: not cacheable), the oldest going first past
+        either bound."""
         if size > self.max_bytes:
             return
         with self._lock:

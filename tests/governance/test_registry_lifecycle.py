@@ -216,6 +216,11 @@ def test_the_cli_retires_and_rejects_as_whoever_runs_it(tmp_path, capsys, demo):
         assert yaml.safe_load(out)["data"] == {status: ident, "status": status}
         saved = in_file(store, ident)
         assert saved["status"] == status and saved[f"{status}_by"].startswith("cli:")
+    # a retired query does not run, and says so (before any database is asked)
+    assert cli.main(["queries", "run", "hosts_by_provider", "--queries", str(store.path), "--role", "analyst",
+                     "--dsn", "host=/nonexistent", "--format", "json"]) == 2
+    said = yaml.safe_load(capsys.readouterr().out)["error"]
+    assert said["message"] == "'hosts_by_provider' is retired: it no longer runs" and "queries show" in said["hint"]
     # a change from the wrong status is the CLI's refusal, exit 2, the file as it was
     before = store.path.read_bytes()
     assert cli.main(["queries", "retire", "other", "--queries", str(store.path), "--format", "json"]) == 2

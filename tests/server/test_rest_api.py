@@ -77,14 +77,37 @@ def test_the_document_is_openapi_3_1_with_every_endpoint(document):
     assert post["403"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorEnvelope"}
 
 
-def test_the_body_schema_is_the_one_the_tool_validates(document):
-    from ontoos_explore.server.tool_models import ExploreInput
+def test_the_document_names_only_what_the_endpoints_read(server, document):
+    """Each query parameter the document gives a GET route is one that route reads (never refused as an
+    unknown parameter, whatever else it says of the value), and the run body it describes has the fields
+    the endpoint validates (RunQueryInput's, but the id, which is in the path)."""
+    from ontoos_explore.server.api_models import RunBody
+    from ontoos_explore.server.openapi import TEXT_PARAMS
+    from ontoos_explore.server.query_string import SINGLE
+    from ontoos_explore.server.tool_models import RunQueryInput
 
     doc = document.json
-    exploring = doc["components"]["schemas"]["ExploreInput"]
-    assert set(exploring["properties"]) == set(ExploreInput.model_fields)
+    assert set(TEXT_PARAMS) == set(SINGLE)
+    assert {k: (f.annotation, f.description) for k, f in RunBody.model_fields.items()} == \
+        {k: (f.annotation, f.description) for k, f in RunQueryInput.model_fields.items() if k != "id"}
     assert doc["paths"]["/api/v1/explore"]["post"]["requestBody"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/ExploreInput"}
+    checked = 0
+    for path in ("/api/v1/explore", "/api/v1/catalog", "/api/v1/queries", "/api/v1/governance/{view}"):
+        for p in doc["paths"][path]["get"]["parameters"]:
+            if p["in"] != "query":
+                continue
+            r = call(server, "GET", path.replace("{view}", "recent") + f"?{p['name']}=1",
+                     token=REX if "governance" in path else ALICE)
+            assert r.status < 500, (path, p["name"], r.text[:200])
+            if r.status >= 400:
+                message = r.json["error"]["message"]
+                assert "unknown query parameter" not in message and "no parameter" not in message, (path, p["name"])
+            checked += 1
+    assert checked >= 25
+    stray = call(server, "GET", "/api/v1/queries?id=hosts_by_provider", token=ALICE)
+    assert stray.status == 400 and "unknown query parameter" in stray.json["error"]["message"]
+    assert "id" not in {p["name"] for p in doc["paths"]["/api/v1/queries"]["get"]["parameters"]}
 
 
 def test_an_etag_makes_the_second_fetch_free(server, document):
@@ -228,6 +251,10 @@ def test_an_answer_as_csv_carries_its_meta_in_headers(server):
     refused = call(server, "POST", "/api/v1/explore", token=ALICE, body={"dataset": "workloads", "fields": ["nme"]},
                    headers={"Accept": "text/csv"})  # a refusal is the envelope, whatever was asked for
     assert refused.status == 400 and refused.json["error"]["subtype"] == "UNKNOWN_FIELD"
+    planned = call(server, "POST", "/api/v1/explore", token=ALICE, body={**body, "dry_run": True},
+                   headers={"Accept": "text/csv"})  # a plan has no rows: it stays the JSON envelope
+    assert planned.status == 200 and planned.headers["content-type"].startswith("application/json")
+    assert planned.json["ok"] is True and "rows" not in planned.json["data"]
 
 
 @pytest.mark.parametrize("path, headers", [

@@ -27,6 +27,19 @@ def default_contract() -> Path:
 
     return Path(str(resources.files("ontoos_explore").joinpath("data/demo.yaml")))
 
+def output_format(args) -> str:
+    """--format, else a table on a terminal and JSON otherwise."""
+    return getattr(args, "format", None) or ("table" if sys.stdout.isatty() else "json")
+
+
+def emit_refusal(args, envelope: dict[str, Any]) -> None:
+    """A refusal an answer carries, as `main` shows the ones it catches: at a terminal a sentence on
+    stderr (`human.refusal_text`), else the envelope on stdout."""
+    from . import _refuse
+
+    _refuse(args, envelope)
+
+
 def _emit(obj: Any) -> None:
     indent = 2 if sys.stdout.isatty() else None
     sys.stdout.write(json.dumps(obj, indent=indent, ensure_ascii=False, default=str) + "\n")

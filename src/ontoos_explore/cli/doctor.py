@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from .common import EXIT_OK, UsageError, _emit, _read_file, _role, _settings, _table, default_contract
+from .common import EXIT_OK, UsageError, _emit, _read_file, _role, _settings, _table, default_contract, output_format
 
 MARK = {"ok": "ok", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
 
@@ -80,7 +80,7 @@ def cmd_stats(args) -> int:
     contract = _load(args)
     role = _role(args)
     data, _ = _with_explorer(contract, _settings(args), lambda explorer: freshness(explorer, role))
-    fmt = args.format or ("table" if sys.stdout.isatty() else "json")
+    fmt = output_format(args)
     if fmt == "json":
         _emit({"ok": True, "data": data, "meta": {"contract_hash": contract.hash}})
         return EXIT_OK

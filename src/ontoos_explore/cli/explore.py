@@ -7,7 +7,7 @@ import sys
 from .. import pages
 from ..cursors import Cursors
 from .common import (cli_principal, EXIT_OK, EXIT_REJECTED, _audit_cli, _emit, _load, _params, _registry, _read_file, _read_source,
-                     _require, _role, _settings, _table, _with_explorer, exit_code, render_result)
+                     _require, _role, _settings, _table, _with_explorer, emit_refusal, exit_code, output_format, render_result)
 
 
 def cmd_compile(args) -> int:
@@ -24,7 +24,7 @@ def cmd_catalog(args) -> int:
 
     contract = _load(args)
     role = _role(args)
-    fmt = args.format or ("table" if sys.stdout.isatty() else "json")
+    fmt = output_format(args)
     if args.dataset:
         info = describe_dataset(contract, role, args.dataset)
         if fmt == "json":
@@ -62,9 +62,9 @@ def cmd_describe(args) -> int:
             explorer, role, found, args.sample, explorer.lake.drift,
             lambda data: {"ok": True, "data": data, "meta": {"contract_hash": contract.hash}}))
         _audit_cli(settings, dsn, contract, answer, role, f"describe {args.name} --sample {args.sample}")
-        _emit(answer.envelope)
+        (_emit if answer.ok else lambda env: emit_refusal(args, env))(answer.envelope)
         return EXIT_OK if answer.ok else exit_code(answer.error)
-    if (args.format or ("table" if sys.stdout.isatty() else "json")) == "json":
+    if output_format(args) == "json":
         _emit({"ok": True, "data": found, "meta": {"contract_hash": contract.hash}})
         return EXIT_OK
     for m in found["matches"]:
@@ -145,8 +145,10 @@ def cmd_explore(args) -> int:
     answer, dsn = _with_explorer(contract, settings, lambda explorer: pages.explore(
         explorer, cursors, source, role, cli_principal(), cursor=args.cursor, dry_run=args.dry_run, require=require))
     _audit_cli(settings, dsn, contract, answer, role, source if source is not None else f"--cursor {args.cursor}")
-    fmt = args.format or ("table" if sys.stdout.isatty() else "json")
-    if fmt == "json" or not answer.ok or args.dry_run:
+    fmt = output_format(args)
+    if not answer.ok:
+        emit_refusal(args, answer.envelope)
+    elif fmt == "json" or args.dry_run:
         _emit(answer.envelope)
     else:
         print(render_result(answer.envelope))

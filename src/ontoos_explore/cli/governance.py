@@ -6,7 +6,7 @@ import json
 import sys
 
 from .common import (cli_principal, EXIT_OK, UsageError, _audit_cli, _emit, _load, _params, _registry, _require, _role, _settings, _table, _with_explorer,
-                     exit_code, render_result)
+                     emit_refusal, exit_code, output_format, render_result)
 
 
 def cmd_audit(args) -> int:
@@ -27,7 +27,7 @@ def cmd_audit(args) -> int:
         data = rep.report(conn, rep.Filters(args.days, args.dataset, args.subtype, args.principal,
                                                    args.surface, args.outcome), rep.Rule.from_settings(settings),
                           promoted_fingerprints(_registry(args)))
-    fmt = args.format or ("table" if sys.stdout.isatty() else "json")
+    fmt = output_format(args)
     if fmt == "json":
         _emit({"ok": True, "data": data})
         return EXIT_OK
@@ -81,7 +81,7 @@ def cmd_queries(args) -> int:
         rows = [{"id": q.id, "title": q.title, "status": q.status, "domain": q.domain,
                  "parameters": [p.name for p in q.parameters]}
                 for q in matching(list(registry.entries.values()), args.domain, args.q)]
-        if _format(args) == "table":
+        if output_format(args) == "table":
             print(_table([[r["id"], r["status"], r["domain"] or "", r["title"], ", ".join(r["parameters"])]
                           for r in rows], ["id", "status", "domain", "title", "parameters"]))
             return EXIT_OK
@@ -110,7 +110,7 @@ def cmd_queries(args) -> int:
         if entry is None:
             raise UsageError(f"the registry has no valid query '{args.id}'")
         shown = {**entry.describe(), "status": entry.status, "sql": entry.sql}
-        if _format(args) == "table":
+        if output_format(args) == "table":
             params = ", ".join(f"{k}: {v.get('type', '')}" for k, v in shown["parameters"].get("properties", {}).items())
             print("\n".join([f"{shown['id']}  ({shown['status']})", shown["title"],
                               *([shown["description"]] if shown["description"] else []),
@@ -123,8 +123,12 @@ def cmd_queries(args) -> int:
     if args.action == "run" and entry is not None and entry.status != "approved":  # the registry's own reader
         from ..errors import Codes, InputError
 
-        raise InputError(Codes.UNKNOWN_QUERY, f"'{entry.id}' is {entry.status}, not approved: it does not run yet",
-                         hint=f"a reviewer approves it first (ontoos queries approve {entry.id}, or the dashboard)")
+        if entry.status == "pending":
+            raise InputError(Codes.UNKNOWN_QUERY, f"'{entry.id}' is pending, not approved: it does not run yet",
+                             hint=f"a reviewer approves it first (ontoos queries approve {entry.id}, or the dashboard)")
+        raise InputError(Codes.UNKNOWN_QUERY, f"'{entry.id}' is {entry.status}: it no longer runs",
+                         hint=f"ontoos queries show {entry.id} (or its dashboard page) says who {entry.status} it "
+                              "and when")
     from .. import pages
     from ..cursors import Cursors
     from ..envelope import Answer
@@ -147,8 +151,10 @@ def cmd_queries(args) -> int:
     answer, dsn = _with_explorer(contract, settings, work)
     asked = f"queries run {args.id} {json.dumps(params)}" if args.id else f"queries run --cursor {args.cursor}"
     _audit_cli(settings, dsn, contract, answer, role, asked)
-    fmt = args.format or ("table" if sys.stdout.isatty() else "json")
-    if fmt == "json" or not answer.ok:
+    fmt = output_format(args)
+    if not answer.ok:
+        emit_refusal(args, answer.envelope)
+    elif fmt == "json":
         _emit(answer.envelope)
     else:
         print(render_result(answer.envelope))
@@ -178,11 +184,6 @@ def _request(args, contract) -> int:
         raise UpstreamError("the audit store is unavailable", reason="REQUEST_NOT_FILED") from None
     _emit({"ok": True, "data": filed, "meta": {"contract_hash": contract.hash}})
     return EXIT_OK
-
-
-def _format(args) -> str:
-    """--format, else a table on a terminal and JSON otherwise."""
-    return getattr(args, "format", None) or ("table" if sys.stdout.isatty() else "json")
 
 
 def _check_filters(contract, args) -> None:

@@ -14,17 +14,20 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _with_suggestion(message: str) -> str:
-    """argparse's "invalid choice: 'x' (choose from 'a', 'b')" with a did-you-mean in front of the list."""
-    import difflib
+    """argparse's "invalid choice: 'x' (choose from 'a', 'b')" with a did-you-mean in front of the list (the
+    value and the choices quoted or not: Python 3.12.8 and later write them bare)."""
     import re
 
-    found = re.match(r"argument (?P<what>[^:]+): invalid choice: '(?P<got>[^']*)' \(choose from (?P<all>.*)\)$", message)
+    from ..names import close_matches
+
+    found = re.match(r"argument (?P<what>[^:]+): invalid choice: (?P<got>.*?) \(choose from (?P<all>.*)\)$", message)
     if not found:
         return message
-    choices = re.findall(r"'([^']*)'", found["all"])
-    close = difflib.get_close_matches(found["got"], choices, n=1, cutoff=0.6)
+    got = found["got"].strip("'")
+    choices = [c.strip().strip("'") for c in found["all"].split(",")]
+    close = close_matches(got, choices, n=1)
     what = found["what"]
-    said = f"'{found['got']}' is not a command" if what == "COMMAND" else f"'{found['got']}' is not a choice of {what}"
+    said = f"'{got}' is not a command" if what == "COMMAND" else f"'{got}' is not a choice of {what}"
     return said + (f"; did you mean '{close[0]}'?" if close else "") + f" ({', '.join(choices)})"
 
 
@@ -85,6 +88,7 @@ def _dsn_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dsn", help="PostgreSQL to use (default: $ONTOOS_DSN, else the embedded server)")
 
 def build_parser() -> argparse.ArgumentParser:
+    from ..governance.vocabulary import OUTCOMES, SURFACES
     from .examples import add_examples
 
     parser = _Parser(prog="ontoos", description="Guarded exploration of a governed lakehouse.")
@@ -187,8 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--dataset", help="only this dataset")
     a.add_argument("--subtype", help="only this error subtype")
     a.add_argument("--principal", help="only this principal's events")
-    a.add_argument("--surface", choices=("cli", "dashboard", "mcp", "mcp-stdio", "rest"), help="only this surface")
-    a.add_argument("--outcome", choices=("ok", "refused", "failed"), help="only events that ended so")
+    a.add_argument("--surface", choices=SURFACES, help="only this surface")
+    a.add_argument("--outcome", choices=OUTCOMES, help="only events that ended so")
     a.add_argument("--queries", metavar="FILE", help="registry YAML: its fingerprints are no longer candidates "
                                                      "(default: $ONTOOS_QUERIES, else queries.yaml)")
 

@@ -86,6 +86,8 @@ def _serve_http(args, contract, settings, config, registry) -> int:
     host = host.strip("[]")  # [::1]:8765
     if not host or not port.isdigit():
         raise UsageError("--http takes HOST:PORT, e.g. 127.0.0.1:8765")
+    if getattr(args, "demo", False):
+        _demo_allowed(contract, host)
     try:
         sock = listen(host, int(port))  # first: an address in use is said before anything starts
     except ListenError as e:
@@ -134,17 +136,33 @@ def _serve_http(args, contract, settings, config, registry) -> int:
     return EXIT_OK if status == 0 else status
 
 
+def _demo_allowed(contract, host: str) -> None:
+    """--demo adds an admin reviewer whose token is printed: only on the demo contract, only on loopback."""
+    import ipaddress
+
+    from ..contract import load_contract
+    from .common import default_contract
+
+    if contract.hash != load_contract(default_contract()).hash:
+        raise UsageError("--demo serves the embedded demo only: leave out --contract (and ONTOOS_CONTRACT), or "
+                         "give principals in --config")
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise UsageError("--demo listens on loopback only (127.0.0.1, ::1 or localhost): its token is printed")
+
+
 def _demo_reviewer(contract, config, host: str, port: int):
     """`serve --http --demo`: a reviewer principal `demo` with a token of this run, made here and said once
     with the sign-in URL (as Datasette's --root). -> (the configuration with it, the lines to say)."""
-    import hashlib
-
-    from ..server.config import PrincipalConfig
+    from ..server.config import PrincipalConfig, token_hash
     from .tokens import new_token
 
     role = "admin" if contract.role("admin") is not None else next(iter(contract.roles))
     token = new_token()
-    demo = PrincipalConfig(role=role, token_sha256=hashlib.sha256(token.encode()).hexdigest(), reviewer=True)
+    demo = PrincipalConfig(role=role, token_sha256=token_hash(token), reviewer=True)
     config = config.model_copy(update={"principals": {**config.principals, "demo": demo}})
     base = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     return config, [f"ontoos: demo: sign in at {base}/governance/login with the token {token} (principal demo, role "

@@ -10,7 +10,6 @@ contract's (did-you-mean otherwise); the principal's name a plain identifier.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import secrets
 import sys
@@ -26,12 +25,13 @@ def new_token() -> str:
 
 def cmd_token(args) -> int:
     from ..pipeline import resolve_role
+    from ..server.config import token_hash
 
     if not NAME.fullmatch(args.principal or ""):
         raise UsageError("--principal takes a name of letters, digits, '_', '.' or '-' (starting with a letter)")
     role = resolve_role(_load(args), args.role)  # AuthError EX501 with a did-you-mean for a role it lacks
     token = new_token()
-    digest = hashlib.sha256(token.encode()).hexdigest()
+    digest = token_hash(token)
     extra = ", reviewer: true" if args.reviewer else ""
     line = f'{args.principal}: {{role: {role.name}, token_sha256: "{digest}"{extra}}}'
     if sys.stdout.isatty():

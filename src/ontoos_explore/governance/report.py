@@ -19,6 +19,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+
 # The filter every view shares. `column` and `fingerprints` narrow the investigation pages.
 WHERE = ("at >= now() - make_interval(days => %(days)s) "
          "AND (%(dataset)s::text IS NULL OR dataset = %(dataset)s) "
@@ -29,7 +30,6 @@ WHERE = ("at >= now() - make_interval(days => %(days)s) "
          "AND (%(column)s::text IS NULL OR column_name = %(column)s) "
          "AND (%(fingerprints)s::text[] IS NULL OR fingerprint = ANY(%(fingerprints)s))")
 REFUSED = "outcome = 'refused'"
-OUTCOMES = ("ok", "refused", "failed")
 MAX_DAYS = 365
 
 

@@ -1,10 +1,12 @@
 """Server, the REST API's own models: the error envelope and the bodies only REST takes.
 
 The request models of the tools (`tool_models.py`) are the REST bodies too: what
-`POST /api/v1/explore` validates is `ExploreInput`, what
-`POST /api/v1/queries/{id}/run` validates is `RunBody` (RunQueryInput without
-the id, which is in the path). The OpenAPI document (`openapi.py`) is made from
-these same classes, so it cannot say other than what the endpoints check.
+`POST /api/v1/explore` validates is `ExploreInput`. `POST /api/v1/queries/{id}/run`
+validates its body as `RunQueryInput` with the path's id; `RunBody` describes that
+body in the document: RunQueryInput's fields but the id, with the same types and
+descriptions (tests/server/test_rest_api.py holds the two together). The OpenAPI
+document (`openapi.py`) is made from these classes and from the parameter names
+the routes read (`rest.LISTING_PARAMS`, `query_string.SINGLE`, `MULTI`).
 """
 
 from __future__ import annotations

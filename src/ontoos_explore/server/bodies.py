@@ -3,7 +3,9 @@
     body = await read_limited(receive, declared, timeout_s)   # bytes, or an ExploreError
     obj = await read_json_object(request, timeout_s)          # REST: a JSON object
 
-Every refusal is an `ExploreError` whose row carries its status: BODY_TOO_LARGE
+Every refusal is an `ExploreError` whose row carries its status: INVALID_REQUEST
+(400) for a REST POST with arguments in its query string (only `format` may
+be there: the body holds the arguments), BODY_TOO_LARGE
 (413; a declared Content-Length over MAX_BODY is refused before a byte is
 read), BODY_TOO_SLOW (408), BODY_NOT_JSON (415), CANCELLED (499: the caller
 left half-way), and what `loads_strict` refuses (JSON_UNREADABLE 400,

@@ -25,6 +25,7 @@ from starlette.responses import Response
 from ..errors import Codes, ExploreError, InputError
 from ..governance import report as rep
 from ..governance import requests as template_requests
+from ..governance.vocabulary import OUTCOMES, SURFACES
 from ..names import fold, is_identifier
 from . import dashboard_views as dv
 
@@ -99,8 +100,8 @@ class Pages:
         from .governance_forms import _codes
 
         return {"windows": dv.WINDOWS, "datasets": sorted(self.tools.contract.datasets),
-                "subtypes": sorted({c.subtype for c in _codes()}), "outcomes": rep.OUTCOMES,
-                "surfaces": ("cli", "dashboard", "mcp", "mcp-stdio", "rest")}
+                "subtypes": sorted({c.subtype for c in _codes()}), "outcomes": OUTCOMES,
+                "surfaces": SURFACES}
 
     async def candidates_page(self, request: Request) -> Response:
         """The promotion candidates (the rule's window; a dataset narrows them), whole, or downloaded."""

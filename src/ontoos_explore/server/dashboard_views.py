@@ -29,6 +29,7 @@ from starlette.responses import Response
 
 from ..errors import Codes, InputError
 from ..governance import report as rep
+from ..governance.vocabulary import OUTCOMES, SURFACES
 from ..names import did_you_mean, is_identifier
 from ..pages import NAMED
 from .negotiate import CSV_MEDIA, csv_body, csv_cell
@@ -117,9 +118,9 @@ def filters_of(q: QueryParams, *, extra: tuple[str, ...] = ()) -> rep.Filters:
     if principal is not None and (len(principal) > 200 or _CONTROL.search(principal)):
         raise _refuse("'principal' must be a principal's name", "e.g. principal=alice")
     if surface is not None and not SURFACE_NAME.fullmatch(surface):
-        raise _refuse("'surface' must be a surface's name", "surfaces: cli, dashboard, mcp, mcp-stdio, rest")
-    if outcome is not None and outcome not in rep.OUTCOMES:
-        hint, _ = did_you_mean(outcome[:40], rep.OUTCOMES, "outcomes")
+        raise _refuse("'surface' must be a surface's name", "surfaces: " + ", ".join(SURFACES))
+    if outcome is not None and outcome not in OUTCOMES:
+        hint, _ = did_you_mean(outcome[:40], OUTCOMES, "outcomes")
         raise _refuse("'outcome' must be ok, refused or failed", hint)
     return rep.Filters(days=int(m.group(1)), dataset=dataset, subtype=subtype, principal=principal, surface=surface,
                        outcome=outcome)

@@ -4,8 +4,9 @@ Made once per process from the pydantic models the endpoints validate with
 (`tool_models.py`: ExploreInput, CatalogInput's fields, QueriesInput's,
 RequestInput; `api_models.py`: RunBody, ErrorEnvelope, GovernanceQuery's
 fields, GovernanceAnswer) and the success envelope; every operation lists the statuses its refusals can take, each with
-the error envelope. The query parameters of the GET forms are those
-`query_string.py` reads (`SINGLE`, `MULTI`). The document is served with an
+the error envelope. The query parameters of the GET forms are those the routes
+read: `query_string.py`'s `SINGLE` (each described in TEXT_PARAMS, a test holds
+the two to the same names) and `MULTI`, `rest.LISTING_PARAMS`. The document is served with an
 ETag (its SHA-256), so a client generator or a cache asks again for nothing.
 """
 
@@ -21,6 +22,7 @@ from pydantic.json_schema import models_json_schema
 from ..governance.report import VIEWS
 from .api_models import ErrorEnvelope, GovernanceAnswer, GovernanceQuery, RunBody
 from .query_string import MULTI
+from .rest import LISTING_PARAMS
 from .tool_models import CatalogInput, Envelope, ExploreInput, QueriesInput, RequestInput
 
 REF = "#/components/schemas/{model}"
@@ -92,10 +94,13 @@ def _explore_params() -> list[dict[str, Any]]:
     return params
 
 
-def _fields_as_params(model) -> list[dict[str, Any]]:
+def _fields_as_params(model, only: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    """The model's fields as query parameters (`only`: those of these names, the ones the route reads)."""
     schema = model.model_json_schema()
     out = []
     for name, prop in schema.get("properties", {}).items():
+        if only is not None and name not in only:
+            continue
         typed = [t for t in prop.get("anyOf", [prop]) if t.get("type") != "null"][0]
         out.append(_param(name, prop.get("description", ""), {k: v for k, v in typed.items() if k != "title"}))
     return out
@@ -128,7 +133,7 @@ def document(version: str) -> bytes:
                                     GET_REFUSALS, cached=True)}},
         "/api/v1/queries": {"get": {
             "operationId": "listQueries", "summary": "The reviewed named queries you may run",
-            "parameters": _fields_as_params(QueriesInput),
+            "parameters": _fields_as_params(QueriesInput, LISTING_PARAMS),
             "responses": _responses("data.queries: each with its parameters", GET_REFUSALS)}},
         "/api/v1/queries/{id}": {"get": {
             "operationId": "getQuery", "summary": "One named query: its parameters, columns, notes",
@@ -184,5 +189,6 @@ def document(version: str) -> bytes:
     return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
 
-def etag(body: bytes) -> str:
+def document_etag(body: bytes) -> str:
+    """A strong validator of the document's bytes."""
     return '"' + hashlib.sha256(body).hexdigest()[:32] + '"'

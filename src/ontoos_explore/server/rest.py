@@ -13,14 +13,18 @@
     GET  /readyz           readiness: the database reachable, the contract loaded, drift (reported), no token
     GET  /favicon.ico      204, so a browser's own fetch is not a refusal to audit
 
-A call takes one from the caller's rate limit first (before a body is read),
-then reads its arguments, then goes through `Tools.call`, watching for the
-client to leave (`unless_gone`: the exploration is cancelled, its query with
-it). A refusal of the request itself is recorded once (`Tools.refuse`).
+A call first chooses what it answers as (`negotiate.choose`: a 406 before
+anything else), then takes one from the caller's rate limit (before a body is
+read), then reads its arguments, then goes through `Tools.call`, watching for
+the client to leave (`unless_gone`: the exploration is cancelled, its query
+with it). A refusal of the request itself is recorded once (`Tools.refuse`).
 
-`answer_response` is the only translation: the envelope as JSON, the status
+`answer_response` is the only translation of an envelope: as JSON, the status
 of its row, `Retry-After` from `meta.retry_after_s`, `WWW-Authenticate` on a
-401, `Connection: close` when the body was not read (408, 413, 499).
+401, `Connection: close` when the body was not read (408, 413, 499). A
+successful answer asked as CSV is `negotiate.csv_response` (a dry run, which
+has no rows, stays JSON), and a catalog answer whose ETag the client holds a
+bodiless 304.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ LOOPBACK = ("127.0.0.1", "::1")  # the client addresses /metrics trusts (unless 
 UNREAD_BODY = (408, 413, CLIENT_CLOSED)  # answered before the body was read: the connection cannot be reused
 ROUTES = ("POST/GET /api/v1/explore, GET /api/v1/catalog, GET /api/v1/queries[/{id}], POST /api/v1/queries/{id}/run, "
           "POST /api/v1/requests, GET /api/v1/openapi.json, /mcp, /governance, /healthz, /readyz, /metrics")
+
+LISTING_PARAMS = ("domain", "q")  # GET /api/v1/queries (an id is a path of its own): the document says these
 
 
 _TAG: tuple[int, str] | None = None  # (pid, tag): drawn again in a process forked after it was drawn
@@ -159,7 +165,7 @@ class Rest:
         answer = await unless_gone(request, self.tools.call(tool, arguments, principal, "rest", admitted=ticket))
         if answer is None:
             return answer_response(Answer.refusal(cancelled("rest")))
-        if media == CSV and answer.ok:
+        if media == CSV and answer.ok and "rows" in answer.envelope.get("data", {}):  # a dry run has none
             response = csv_response(answer.envelope)
             response.headers.update(limits)
             return response
@@ -197,7 +203,7 @@ class Rest:
     async def queries(self, request: Request) -> JSONResponse:
         """GET /api/v1/queries: ontoos_queries' listing (?domain=, ?q=)."""
         async def read() -> dict[str, Any]:
-            return query_arguments(without_format(request.query_params), ("domain", "q"))
+            return query_arguments(without_format(request.query_params), LISTING_PARAMS)
 
         return await self.call(request, "ontoos_queries", read)
 
@@ -224,12 +230,12 @@ class Rest:
     async def openapi(self, request: Request) -> Response:
         """GET /api/v1/openapi.json: the document, or 304 when If-None-Match names its ETag."""
         from .. import __version__
-        from .openapi import document, etag
+        from .openapi import document, document_etag
 
         body = document(__version__)
-        tag = etag(body)
+        tag = document_etag(body)
         headers = {"ETag": tag, "Cache-Control": "no-cache"}
-        if tag in [t.strip() for t in request.headers.get("if-none-match", "").split(",")]:
+        if matches(request.headers.get("if-none-match"), tag):
             return Response(status_code=304, headers=headers)
         return Response(body, media_type="application/json", headers=headers)
 
