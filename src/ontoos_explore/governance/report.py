@@ -238,10 +238,10 @@ def report(conn: psycopg.Connection, f: Filters, rule: Rule, promoted: frozenset
            rows: int = 50) -> dict[str, Any]:
     """The first `rows` of every view (20 of the recent rejections and recurring explorations), and in
     `counts` how many each has in all; `promoted` fingerprints (in the registry) are no longer candidates."""
+    t = totals(conn, f)  # first: a report never counts more than its tables show (the audit flushes meanwhile)
     tables = {view: table(conn, view, f, Page(1, rows if view not in ("recent", "recurring") else 20))
               for view in ("by_subtype", "by_dataset", "by_column", "by_principal", "recent", "recurring")}
     listed = [c for c in candidates(conn, rule, f.dataset) if c["fingerprint"] not in promoted]
-    t = totals(conn, f)
     return {
         "filters": f.shown(),
         "totals": {k: t[k] for k in ("requests", "refused", "failed", "principals")},
