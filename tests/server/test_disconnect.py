@@ -151,16 +151,18 @@ def test_a_client_that_leaves_half_way_through_its_body_is_not_waited_for(server
 
 
 @pytest.mark.anyio
-async def test_an_mcp_call_cancelled_by_its_client_cancels_its_query(server, pg_dsn, pg_log):
-    """MCP has its own cancellation (notifications/cancelled): the SDK client sends it when the
-    caller stops waiting, and the tool call's query must stop with it."""
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_an_mcp_call_cancelled_by_its_client_cancels_its_query(server, pg_dsn, pg_log, mode):
+    """A caller that stops waiting cancels the tool call's query. A handshake-era client says so
+    (notifications/cancelled, legacy); a 2026-07-28 one (auto) closes the request's connection, and
+    the server, answering that era in JSON mode without a watcher task, hears it from the protocol."""
     assert await anyio.to_thread.run_sync(lambda: wait_until(lambda: not slow_queries(pg_dsn), WAIT_S)) is not None
     since = await anyio.to_thread.run_sync(barrier, server)
     mark = pg_log()
     http_client = create_mcp_http_client(headers={"Authorization": f"Bearer {token('pat')}"})
     with anyio.fail_after(60):
         async with http_client, Client(streamable_http_client(server.base + "/mcp", http_client=http_client),
-                                       mode="legacy") as c:
+                                       mode=mode) as c:
             async with anyio.create_task_group() as tg:
                 async def call():
                     await c.call_tool("ontoos_explore", SLOW)

@@ -209,22 +209,39 @@ async def test_a_parameter_named_as_an_option_is_the_querys_own(connect, demo, t
     assert jobs.is_error is False and rows and {kind for _, kind in rows} == {"Job"}
 
 
-async def test_the_sdk_looks_up_a_tools_schema_as_the_callers_tools_list_would_give_it(connect, mode, demo):
-    """The SDK asks `get_tool_input_schema(name)` before each tools/call over HTTP (for the Mcp-Param
-    headers); answered for the request's caller (CALLER), it is the schema tools/list gives that caller,
-    and None for a tool it may not see, one that does not exist, or with no caller (stdio)."""
+async def test_the_sdk_looks_up_a_tools_schema_as_the_callers_tools_list_would_give_it(connect, mode, demo,
+                                                                                      monkeypatch):
+    """The SDK asks `get_tool_input_schema(name)` before each tools/call over HTTP, to check the call's
+    Mcp-Param headers against it; answered for the request's caller (CALLER), it is the schema
+    tools/list gives that caller when the schema declares a header, and None for one that declares
+    none (nothing to check), a tool the caller may not see, one that does not exist, or no caller."""
+    from ontoos_explore.server import mcp_server
     from ontoos_explore.server.mcp_server import CALLER
 
-    for role, hidden in (("viewer", "ontoos_q_hosts_by_provider"), ("analyst", None)):
-        async with connect(role, mode) as (client, server):
-            listed = {t.name: t.input_schema for t in (await client.list_tools()).tools}
-            lookup = server.get_tool_input_schema
-            token = CALLER.set(Principal("alice", role))
-            try:
-                assert {name: lookup(name) for name in listed} == listed
-                assert lookup("ontoos_nope") is None
-                if hidden is not None:
-                    assert hidden not in listed and lookup(hidden) is None
-            finally:
-                CALLER.reset(token)
-            assert lookup("ontoos_catalog") is None  # no caller: no answer, the SDK validates nothing
+    for declaring in (False, True):  # no tool of ours declares a header; were they all to, each is answered
+        if declaring:
+            monkeypatch.setattr(mcp_server, "declares_headers", lambda tool: True)
+        for role, hidden in (("viewer", "ontoos_q_hosts_by_provider"), ("analyst", None)):
+            async with connect(role, mode) as (client, server):
+                listed = {t.name: t.input_schema for t in (await client.list_tools()).tools}
+                lookup = server.get_tool_input_schema
+                token = CALLER.set(Principal("alice", role))
+                try:
+                    assert {name: lookup(name) for name in listed} == (listed if declaring else dict.fromkeys(listed))
+                    assert lookup("ontoos_nope") is None
+                    if hidden is not None:
+                        assert hidden not in listed and lookup(hidden) is None
+                finally:
+                    CALLER.reset(token)
+                assert lookup("ontoos_catalog") is None  # no caller: no answer, the SDK validates nothing
+
+
+def test_a_schema_declares_headers_when_it_names_x_mcp_header_anywhere():
+    from mcp.types import Tool
+
+    from ontoos_explore.server.mcp_server import declares_headers
+
+    plain = {"type": "object", "properties": {"region": {"type": "string"}}}
+    header = {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}
+    assert declares_headers(Tool(name="a", input_schema=plain)) is False
+    assert declares_headers(Tool(name="b", input_schema=header)) is True

@@ -74,7 +74,7 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
                 await stack.enter_async_context(lifespan(app))
             if floods is not None:  # exits before the lifespan's: the audit takes the open episodes
                 stack.callback(floods.seal_all)
-            await stack.enter_async_context(mcp.sessions.run())
+            await stack.enter_async_context(mcp.run())
             await stack.enter_async_context(running(mcp.server.changes.watch()))
             await stack.enter_async_context(running(sampling(tools)))
             yield

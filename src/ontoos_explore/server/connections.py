@@ -43,6 +43,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..envelope import Answer
 from ..errors import ExploreError, headers_too_slow, too_many_connections
+from .gone import GONE_KEY, left
 
 log = logging.getLogger("ontoos_explore.http")
 
@@ -214,7 +215,16 @@ class GuardedH11(H11Protocol):
             return  # dropped: nothing is read from a refused connection
         super().data_received(data)
 
+    def handle_events(self) -> None:
+        super().handle_events()
+        cycle = self.cycle  # a request begun here: its task is made, not yet run
+        if cycle is not None and GONE_KEY not in cycle.scope:
+            cycle.scope[GONE_KEY] = []  # gone.unless_gone: what to cancel if its client leaves first
+
     def connection_lost(self, exc: Exception | None) -> None:
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            left(cycle.scope)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

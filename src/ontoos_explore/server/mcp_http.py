@@ -21,11 +21,14 @@ is not revealed), and recorded (reason UNKNOWN_SESSION or FOREIGN_SESSION).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import re
 from typing import Any
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 
@@ -33,6 +36,7 @@ from ..envelope import Answer
 from ..errors import Codes, ExploreError, InputError, not_json, too_many_sessions, transport_refused, unknown_session
 from ..grammar.forms import loads_strict
 from .bodies import json_media_type, read_limited
+from .gone import unless_gone
 from .limits import SessionCaps
 from .mcp_server import CALLER, PRINCIPAL_KEY, build_server, http_principal
 from .rest import UNREAD_BODY
@@ -40,6 +44,7 @@ from .tools import Tools
 
 log = logging.getLogger("ontoos_explore.http")
 SESSION_HEADER = "mcp-session-id"
+PROTOCOL_HEADER = b"mcp-protocol-version"
 DELETE_WAIT_S = 2.0  # a DELETE waits at most this for its session's requests in progress
 
 HINTS = {
@@ -89,7 +94,7 @@ async def precheck(scope, receive, timeout_s: float):
         except ExploreError as e:
             e.hint = "send one JSON-RPC 2.0 message: a UTF-8 JSON object, without NaN or duplicate keys"
             raise
-        one_message(message)
+        one_message(message, body)
     except ExploreError as e:
         return receive, e
     sent = False
@@ -104,13 +109,18 @@ async def precheck(scope, receive, timeout_s: float):
     return replay, None
 
 
-def one_message(message: Any) -> None:
+SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # how a JSON text can hold a surrogate (UTF-8 cannot)
+
+
+def one_message(message: Any, body: bytes) -> None:
     """One JSON-RPC message, as the SDK's parser needs it (it would refuse these with a bare "Parse error")."""
     if not isinstance(message, dict):
         raise InputError(Codes.NOT_JSON_RPC, "the body must be one JSON-RPC message (an object)",
                          hint="send one request per POST; batches are not supported")
     if isinstance(ident := message.get("id"), bool) or not isinstance(ident, (str, int, type(None))):
         raise InputError(Codes.NOT_JSON_RPC, "a JSON-RPC id must be a string or an integer", hint='e.g. "id": 1')
+    if SURROGATE_ESCAPE.search(body) is None:  # no escape of one: no string of the message can hold one
+        return
     try:
         json.dumps(message, ensure_ascii=False, default=str).encode("utf-8")
     except UnicodeEncodeError:
@@ -151,7 +161,7 @@ def json_errors(send):
 
 
 class MCPEndpoint:
-    """/mcp as an ASGI app (a Route endpoint: /mcp exactly, no redirect). `sessions.run()` must be
+    """/mcp as an ASGI app (a Route endpoint: /mcp exactly, no redirect). `run()` must be
     entered by the app's lifespan."""
 
     def __init__(self, tools: Tools, security=None, body_timeout_s: float = 30.0, mcp_sessions: int = 64,
@@ -161,6 +171,12 @@ class MCPEndpoint:
         self.server = build_server(tools, http_principal)
         # stateless: no session ids, so any process of a deployment answers any request of a handshake-era client
         self.sessions = StreamableHTTPSessionManager(app=self.server, security_settings=security, stateless=stateless)
+        # a 2026-07-28 request (one POST, one answer) in JSON mode: the SDK answers it in the request's own
+        # task, without the SSE mode's task group, stream and disconnect watcher (~9% of a call's CPU); the
+        # protocol cancels it when its client leaves (`gone.unless_gone`), as the watcher would have. The
+        # handshake era keeps SSE: the SDK's client fails on a JSON answer to a call it cancelled.
+        self.modern = StreamableHTTPSessionManager(app=self.server, security_settings=security, stateless=True,
+                                                   json_response=True)
         # the SDK keeps its sessions in a private table: without it, whose a session is cannot be held
         # to (nor sessions counted), so a server on another SDK does not start
         instances = getattr(self.sessions, "_server_instances", None)
@@ -169,6 +185,12 @@ class MCPEndpoint:
                                "_server_instances): sessions could not be held to their principals")
         self.caps = SessionCaps(mcp_sessions, lambda sid: sid in instances)
         self.busy: dict[str, int] = {}  # session id -> its POST and DELETE requests in progress
+
+    @contextlib.asynccontextmanager
+    async def run(self):
+        """Both session managers running (the app's lifespan enters this)."""
+        async with self.sessions.run(), self.modern.run():
+            yield
 
     async def __call__(self, scope, receive, send):
         caller = CALLER.set(scope.get(PRINCIPAL_KEY))
@@ -191,6 +213,8 @@ class MCPEndpoint:
                 send = self._noting_session(send, principal.name)
         if session_id is not None and (refused := self._not_theirs(session_id, principal)) is not None:
             return await rpc_response(self.tools.refuse(refused, principal, "mcp"))(scope, receive, send)
+        if session_id is None and modern(scope):  # nobody to answer once its client has left
+            return await unless_gone(scope, self.modern.handle_request(scope, receive, json_errors(_once(send))))
         if session_id is None or scope["method"] == "GET":  # a GET is the session's stream: it lasts
             return await self.sessions.handle_request(scope, receive, json_errors(_once(send)))
         if scope["method"] == "DELETE":  # the SDK closes the session's streams at once: let its requests finish
@@ -233,6 +257,13 @@ class MCPEndpoint:
                         self.caps.opened(principal, v.decode("latin-1"))
             await send(message)
         return noting
+
+
+def modern(scope) -> bool:
+    """Whether a request is of the 2026-07-28 era: an MCP-Protocol-Version the handshake does not name
+    (the SDK's own routing: an unknown version goes there too, to be refused with its reason)."""
+    version = next((v for k, v in scope["headers"] if k == PROTOCOL_HEADER), None)
+    return version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS
 
 
 def _once(send):

@@ -34,6 +34,7 @@ from mcp.server.caching import CacheHint
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import X_MCP_HEADER_KEY as X_MCP_HEADER
 from mcp.types import (
     INVALID_PARAMS,
     CallToolRequestParams,
@@ -91,17 +92,25 @@ class QueryTools:
         self.tools = tools
         self._registry: Any = None
         self._built: dict[str, Tool] = {}
+        self._declares: dict[str, bool] = {}  # tool name -> whether its schema declares Mcp-Param headers
 
     def listed(self, principal: Principal | None) -> list[Tool]:
         registry = self.tools.registry_now()
         if registry is not self._registry:
-            self._registry, self._built = registry, {}
+            self._registry, self._built, self._declares = registry, {}, {}
         out = []
         for q in self.tools.query_tools(principal):
             if q.id not in self._built:
                 self._built[q.id] = query_tool(q)
             out.append(self._built[q.id])
         return out
+
+    def declares(self, tool: Tool) -> bool:
+        """`declares_headers(tool)`, looked at once per tool of the registry served now (and the built-ins)."""
+        found = self._declares.get(tool.name)
+        if found is None:
+            found = self._declares[tool.name] = declares_headers(tool)
+        return found
 
 
 class ToolListChanges:
@@ -171,14 +180,16 @@ def build_server(tools: Tools, principal_of: Callable[[ServerRequestContext], Pr
     by_name = {t.name: t for t in listed}
 
     def input_schema(name: str) -> dict[str, Any] | None:
-        """A tool's input schema, for the caller of this request (None: a tool it may not see, as its
-        tools/list would not list it). Without it the SDK answers the question with a whole tools/list
-        on every tools/call: about 5% of a call's CPU."""
+        """A tool's input schema, for the caller of this request, as the SDK asks for it to check a
+        tools/call's Mcp-Param headers against. None: a tool it may not see (its tools/list would not
+        list it), or one that declares no header (nothing to check: the SDK's walk of a schema without
+        one costs ~2% of a call). Without this lookup the SDK answers the question with a whole
+        tools/list on every tools/call: about 5% of a call's CPU."""
         principal = CALLER.get()
         if principal is None or name not in tools.visible(principal):
             return None
         tool = by_name.get(name) or next((t for t in queries.listed(principal) if t.name == name), None)
-        return tool.input_schema if tool is not None else None
+        return tool.input_schema if tool is not None and queries.declares(tool) else None
 
     async def call_tool(ctx: ServerRequestContext, params: CallToolRequestParams) -> dict[str, Any]:
         visible = tools.visible(principal_of(ctx))
@@ -217,6 +228,12 @@ def tool_result(answer: Answer) -> dict[str, Any]:
     if not answer.ok:
         return {"resultType": "complete", "content": content, "isError": True}
     return {"resultType": "complete", "content": content, "structuredContent": answer.envelope, "isError": False}
+
+
+def declares_headers(tool: Tool) -> bool:
+    """Whether a tool's input schema mentions `x-mcp-header` anywhere (then the SDK checks the call's
+    Mcp-Param headers against it; it decides which declarations hold)."""
+    return X_MCP_HEADER in json.dumps(tool.input_schema)
 
 
 def fixed(principal: Principal) -> Callable[[Any], Principal]:

@@ -29,8 +29,6 @@ bodiless 304.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import math
 import os
@@ -48,6 +46,7 @@ from ..errors import (CLIENT_CLOSED, AuthError, Codes, ExploreError, InputError,
                       not_a_route, not_acceptable)
 from ..offload import INLINE_SOURCE, off_loop
 from .bodies import body_timeout_s, read_json_object
+from .gone import unless_gone
 from .mcp_server import PRINCIPAL_KEY
 from .negotiate import CSV, JSON, choose, csv_response, etag, matches
 from .query_string import catalog_arguments, explore_arguments, query_arguments, without_format
@@ -103,33 +102,6 @@ def rate_limit_headers(principal, ticket) -> dict[str, str]:
             "RateLimit": f'"burst";r={math.floor(left)};t={reset}'}
 
 
-async def unless_gone(request: Request, work: Awaitable[Answer]) -> Answer | None:
-    """Await `work`, unless the client disconnects first: then cancel it (the executor cancels its
-    query on the server; `Tools.call` records the call as CANCELLED) and answer None. Starlette
-    does not cancel a handler on disconnect, so the ASGI channel is watched here."""
-    task = asyncio.ensure_future(work)
-
-    async def gone() -> None:
-        try:
-            while (await request.receive())["type"] != "http.disconnect":
-                pass
-        except Exception:  # a channel that cannot be watched: wait for the work alone
-            await asyncio.Event().wait()
-
-    watcher = asyncio.ensure_future(gone())
-    try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        if not task.done():  # the client left (or this handler itself was cancelled): stop the work
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher
-    return None if task.cancelled() else task.result()
-
-
 class Rest:
     """The REST endpoints over one `Tools`."""
 
@@ -162,7 +134,7 @@ class Rest:
             self.tools.admission.done(ticket)  # the slot it took goes back unused
             return answer_response(self.tools.refuse(e, principal, "rest", str(request.url.query)[:2000] or None),
                                    limits)
-        answer = await unless_gone(request, self.tools.call(tool, arguments, principal, "rest", admitted=ticket))
+        answer = await unless_gone(request.scope, self.tools.call(tool, arguments, principal, "rest", admitted=ticket))
         if answer is None:
             return answer_response(Answer.refusal(cancelled("rest")))
         if media == CSV and answer.ok and "rows" in answer.envelope.get("data", {}):  # a dry run has none
