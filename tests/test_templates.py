@@ -97,6 +97,34 @@ def test_the_json_form_and_the_ir_hit_as_the_whole_pipeline_answers(data):
     cache = TemplateCache()
     assert outcome(first, role, cache) == outcome(first, role, None)
     assert outcome(second, role, cache) == outcome(second, role, None)
+    assert outcome(first, role, cache) == outcome(first, role, None)  # asked again: the exact table's answer
+
+
+def test_the_json_form_asked_again_exactly_is_the_query_it_compiled_to():
+    cache = TemplateCache()
+    body = {"dataset": "workloads", "fields": ["name", "replicas"], "filter": "replicas >= 2 and name like 'api%'",
+            "limit": 10}
+    first = compile_exploration(body, CONTRACT, "analyst", cache=cache)
+    assert compile_exploration(dict(body), CONTRACT, "analyst", cache=cache) is first
+    assert cache.exact_hits == 1 and first == compile_exploration(body, CONTRACT, "analyst", cache=None)
+    # another role, or the same keys in another order, is an entry of its own
+    other = compile_exploration(body, CONTRACT, "admin", cache=cache)
+    assert other is not first and cache.exact_hits == 1
+    compile_exploration(dict(reversed(body.items())), CONTRACT, "analyst", cache=cache)
+    assert cache.exact_hits == 1
+
+
+def test_json_values_python_holds_equal_are_not_one_exact_entry():
+    """1, 1.0, True and Decimal('1') are equal as dict values: each is still its own entry, and answered
+    as the whole pipeline answers it (a boolean for an integer column is refused)."""
+    from decimal import Decimal
+
+    cache = TemplateCache()
+    for value in (1, True, Decimal("1.0"), 1, True):
+        body = {"dataset": "workloads", "fields": ["name"], "filter": [{"field": "replicas", "op": ">=", "value": value}]}
+        assert outcome(body, "analyst", cache) == outcome(body, "analyst", None)
+    assert outcome({"dataset": "workloads", "fields": ["name"],
+                    "filter": [{"field": "replicas", "op": ">=", "value": True}]}, "analyst", cache)[0] == "refused"
 
 
 def test_json_filter_objects_hit_with_their_new_values():

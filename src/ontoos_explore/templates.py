@@ -38,7 +38,9 @@ or another role never meets an old entry.
 A text asked again exactly as before (same contract, role and characters)
 skips even the template: a second, smaller table maps it to the query its
 first compile or hit returned (deterministic, immutable), bounded at a
-quarter of the entries and bytes.
+quarter of the entries and bytes. A JSON form asked again exactly (the same
+keys in the same order, the same values of the same types: `json_memo_text`)
+is found there too, in a key space of its own.
 
 The literal tokens are found with one regular expression mirroring
 `explore.lark`'s STRING, DECIMAL, INT, TRUE and FALSE (and `limit N`, which
@@ -119,6 +121,12 @@ def template_of(text: str) -> tuple[str, list[tuple[str, Any]]]:
 JSON_STRINGS = ("dataset", "relations", "fields", "filter", "group_by", "order_by")
 
 
+def json_memo_text(body: dict) -> str:
+    """A JSON form as the exact table keys it: its `repr`, which tells 1, 1.0, True and Decimal('1')
+    apart (they are equal as dict values) and keeps its keys' order (another order: another entry)."""
+    return repr(dict(body))
+
+
 def json_template_of(body: dict) -> tuple[str, list[tuple[str, Any]]] | None:
     """The JSON form's own template (each string's literals slotted, each part length-prefixed, so the
     key is injective) and its literals in that order; None for what only the parser should read (an
@@ -182,7 +190,7 @@ class TemplateCache:
         self._entries: dict[tuple, Template | None] = {}
         self._sizes: dict[tuple, int] = {}
         self.bytes = 0
-        self._exact: dict[tuple, tuple[CompiledQuery, int]] = {}  # (hash, role, text) -> (query, size)
+        self._exact: dict[tuple, tuple[CompiledQuery, int]] = {}  # (hash, role, form, text) -> (query, size)
         self.exact_bytes = 0
         self._lock = threading.Lock()
         self.hits = self.misses = self.fallbacks = self.exact_hits = 0
@@ -202,21 +210,23 @@ class TemplateCache:
                 "bytes": self.bytes, "exact_entries": len(self._exact), "exact_hits": self.exact_hits,
                 "exact_bytes": self.exact_bytes}
 
-    def exact(self, text: str, contract: Contract, role: Role) -> CompiledQuery | None:
-        """The query this very text compiled to before, for this contract and role, or None."""
-        found = self._exact.get((contract.hash, role.name, text))
+    def exact(self, text: str, contract: Contract, role: Role, form: str = "text") -> CompiledQuery | None:
+        """The query this very text compiled to before, for this contract and role, or None. `form`:
+        "json" for a JSON form's `json_memo_text` (a key space of its own)."""
+        found = self._exact.get((contract.hash, role.name, form, text))
         if found is None:
             return None
         self.exact_hits += 1
         return found[0]
 
-    def remember(self, text: str, contract: Contract, role: Role, q: CompiledQuery) -> None:
-        """Keep what `text` compiled to (a hit or a whole compile; never a refusal)."""
+    def remember(self, text: str, contract: Contract, role: Role, q: CompiledQuery, form: str = "text") -> None:
+        """Keep what `text` (of `form`, as `exact` takes it) compiled to (a hit or a whole compile; never a
+        refusal)."""
         size = 2 * len(text) + len(q.sql) + len(q.normalized) + 64 * len(q.params)
         size_cap, bytes_cap = self.exact_size, self.exact_max_bytes
         if size > bytes_cap or size_cap < 1:
             return
-        key = (contract.hash, role.name, text)
+        key = (contract.hash, role.name, form, text)
         with self._lock:
             if key in self._exact:
                 return
@@ -233,7 +243,11 @@ class TemplateCache:
         rendering."""
         text = source.get("query") if isinstance(source, dict) and len(source) == 1 else source
         exploration = None
-        json_key = None
+        json_key = memo = None
+        if not isinstance(text, str) and isinstance(source, dict):  # the JSON form asked again, exactly
+            memo = json_memo_text(source)
+            if (again := self.exact(memo, contract, role, "json")) is not None:
+                return again
         if isinstance(text, str):
             again = self.exact(text, contract, role)
             if again is not None:
@@ -255,6 +269,8 @@ class TemplateCache:
             self.alias(json_key, key)
         if isinstance(text, str):
             self.remember(text, contract, role, hit)
+        elif memo is not None:
+            self.remember(memo, contract, role, hit, "json")
         return hit
 
     def lookup_json(self, key: tuple, lits: list[tuple[str, Any]], body: dict) -> CompiledQuery | None:

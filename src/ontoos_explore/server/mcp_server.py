@@ -8,7 +8,8 @@ caught here so no internal text can leave as a JSON-RPC error.
 A call goes through `Tools.call` (stdio and streamable HTTP alike) and its
 `Answer` becomes a tool result (`tool_result`): a refusal is a tool error
 (`isError`) whose text is the error envelope JSON, without structured
-content; a success carries the envelope as structured content and as JSON text.
+content; a success carries the envelope as structured content and as JSON text (for a large
+answer, its first rows: `tool_text`).
 
 tools/list is the built-in tools, then one tool per named query the caller
 may run (`ontoos_q_<id>`, by id: its parameters as the input schema, nested
@@ -51,6 +52,7 @@ from ..names import close_matches
 from .config import Principal
 from .tool_models import (ANNOTATIONS, INSTRUCTIONS, READ_ONLY, TOOLS, input_schema, output_schema,
                           query_description, query_input_schema)
+from .tool_text import TEXT_BYTES, knows_structured, text_of
 from .tools import QUERY_PREFIX, Tools
 
 log = logging.getLogger("ontoos_explore.mcp")
@@ -202,7 +204,7 @@ def build_server(tools: Tools, principal_of: Callable[[ServerRequestContext], Pr
         except Exception:  # never let internal text out as a JSON-RPC error
             log.exception("tool %s failed", params.name)
             answer = Answer.refusal(InternalError(reason="UNEXPECTED"))
-        return tool_result(answer)
+        return tool_result(answer, getattr(ctx, "protocol_version", None))
 
     server = OntoosServer(
         "ontoos-explore",
@@ -219,11 +221,14 @@ def build_server(tools: Tools, principal_of: Callable[[ServerRequestContext], Pr
     return server
 
 
-def tool_result(answer: Answer) -> dict[str, Any]:
+def tool_result(answer: Answer, protocol_version: str | None = None) -> dict[str, Any]:
     """An `Answer` as an MCP tool result (the envelope is presentable already: `Answer.refusal`), in its
     wire shape: the SDK validates a handler's result against the protocol version's schema either way,
-    and a mapping spares it building and dumping a CallToolResult model first (~7% of a call's CPU)."""
-    content = [{"type": "text", "text": json.dumps(answer.envelope, ensure_ascii=False)}]
+    and a mapping spares it building and dumping a CallToolResult model first (~7% of a call's CPU).
+    Its text is `tool_text.text_of` the envelope: whole, or for a large answer to a client that reads
+    structured content, its first rows (the structured content holds them all)."""
+    most = TEXT_BYTES if knows_structured(protocol_version) else None
+    content = [{"type": "text", "text": text_of(answer.envelope, most)}]
     # resultType: the 2026-07-28 protocol requires it; an older version's schema drops it
     if not answer.ok:
         return {"resultType": "complete", "content": content, "isError": True}
