@@ -42,6 +42,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..envelope import Answer
+from ..jsontext import FastJSONResponse
 from ..errors import (CLIENT_CLOSED, AuthError, Codes, ExploreError, InputError, InternalError, cancelled, flooded,
                       not_a_route, not_acceptable)
 from ..offload import INLINE_SOURCE, off_loop
@@ -85,7 +86,7 @@ def answer_response(answer: Answer, headers: dict[str, str] | None = None) -> JS
         headers["Retry-After"] = str(wait_s or 1)
     if status in UNREAD_BODY:
         headers["Connection"] = "close"
-    return JSONResponse(answer.envelope, status_code=status, headers=headers or None)
+    return FastJSONResponse(answer.envelope, status_code=status, headers=headers or None)
 
 
 def rate_limit_headers(principal, ticket) -> dict[str, str]:

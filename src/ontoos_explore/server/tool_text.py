@@ -17,9 +17,10 @@ content: the text is all it gets, so it gets the whole envelope
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
+
+from ..jsontext import dumps
 
 TEXT_BYTES = 12_000  # characters of JSON text, about 3,000 tokens: the most a result's text holds
 SAMPLE_ROWS = 64  # rows whose text is measured to estimate how many fit
@@ -29,10 +30,6 @@ WITHOUT_STRUCTURED = frozenset({"2024-11-05", "2025-03-26"})  # protocol version
 def knows_structured(protocol_version: str | None) -> bool:
     """Whether a client of `protocol_version` reads structured content (None: unknown, taken as yes)."""
     return protocol_version not in WITHOUT_STRUCTURED
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def text_of(envelope: dict[str, Any], most: int | None = TEXT_BYTES) -> str:
