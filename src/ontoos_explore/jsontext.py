@@ -4,9 +4,10 @@ An envelope is encoded on every answer, and a large one was the biggest single c
 it (5 ms for 5,000 rows with `json.dumps`, 0.2 ms with orjson). The output is what `json.dumps(...,
 ensure_ascii=False, separators=(",", ":"))` writes, UTF-8 encoded, for everything an envelope
 holds (but NaN and infinities, which orjson writes as null and the standard library refuses: no
-envelope holds one, rows carry them as PostgreSQL's text); where orjson refuses a value (an integer past 64 bits, a string with an unpaired surrogate,
-a key that is not a string, a type it does not know), the standard library's encoder writes it, so
-nothing that encoded before fails now, and what failed before fails as it did.
+envelope holds one, rows carry them as PostgreSQL's text). Where orjson refuses a value (an integer
+past 64 bits, a string with an unpaired surrogate, a key that is not a string, a type it does not
+know), the standard library's encoder writes it: nothing that encoded before fails now, and what
+failed before fails as it did.
 """
 
 from __future__ import annotations
@@ -28,10 +29,7 @@ def dumps_bytes(value: Any) -> bytes:
 
 def dumps(value: Any) -> str:
     """`value` as compact JSON text."""
-    try:
-        return orjson.dumps(value).decode("utf-8")
-    except (TypeError, orjson.JSONEncodeError):
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return dumps_bytes(value).decode("utf-8")
 
 
 class FastJSONResponse(JSONResponse):

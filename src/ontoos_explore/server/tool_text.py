@@ -46,6 +46,7 @@ def text_of(envelope: dict[str, Any], most: int | None = TEXT_BYTES) -> str:
         whole = dumps(envelope)
         if len(whole) <= most:
             return whole
+
     def render(k: int) -> str:
         return dumps({**envelope, "data": {**data, "rows": rows[:k]}, "text": _said(k, len(rows))})
 
