@@ -51,7 +51,10 @@ def test_rows_that_grow_further_on_still_fit():
     env = envelope(3000)
     env["data"]["rows"][100:] = [[i, "y" * 400] for i in range(100, 3000)]  # the sample's rows are the short ones
     text = text_of(env, 8_000)
-    assert len(text) <= 8_000 and json.loads(text)["text"]["rows_shown"] >= 1
+    shown = json.loads(text)
+    k = shown["text"]["rows_shown"]
+    assert len(text) <= 8_000 and 100 <= k < 3000  # past the sample's short rows, backed off to fit
+    assert shown["data"]["rows"] == env["data"]["rows"][:k]
 
 
 def test_no_bound_or_no_rows_is_the_whole_envelope():
