@@ -58,7 +58,7 @@ def test_every_setting_is_read_from_its_variable(tmp_path):
            "ONTOOS_POOL_MIN": "0", "ONTOOS_POOL_MAX": "3", "ONTOOS_POOL_TIMEOUT": "2.5", "ONTOOS_QUERY_ROLES": "OFF",
            "ONTOOS_ROLE_PREFIX": "acme_", "ONTOOS_COST_CACHE": "0",
            "ONTOOS_AUDIT_DSN": "host=/run/pg dbname=audit", "ONTOOS_AUDIT": "no", "ONTOOS_AUDIT_QUEUE_MAX": "500",
-           "ONTOOS_AUDIT_QUEUE_MB": "1.5", "ONTOOS_BODY_TIMEOUT": " 2 ", "ONTOOS_HEADER_TIMEOUT": "0.5", "ONTOOS_DRAIN_TIMEOUT": "12", "ONTOOS_MCP_STATELESS": "on", "ONTOOS_SHARED_LIMITS": "on", "ONTOOS_LOG_FORMAT": "json",
+           "ONTOOS_AUDIT_QUEUE_MB": "1.5", "ONTOOS_AUDIT_SPOOL": str(tmp_path / "spool"), "ONTOOS_BODY_TIMEOUT": " 2 ", "ONTOOS_HEADER_TIMEOUT": "0.5", "ONTOOS_DRAIN_TIMEOUT": "12", "ONTOOS_MCP_STATELESS": "on", "ONTOOS_SHARED_LIMITS": "on", "ONTOOS_LOG_FORMAT": "json",
            "ONTOOS_CONNECTIONS_PER_CLIENT": "8", "ONTOOS_QUERIES": str(tmp_path / "q.yaml"),
            "ONTOOS_DRIFT_INTERVAL": "0", "ONTOOS_SECRET": "s3cret-s3cret-s3cret", "ONTOOS_CURSOR_TTL": "60",
            "ONTOOS_MIN_CLI_VERSION": "0.2",
@@ -71,9 +71,16 @@ def test_every_setting_is_read_from_its_variable(tmp_path):
         dsn="postgresql://u@db:5433/lake", data_dir=tmp_path / "pg", pool_min=0, pool_max=3, pool_timeout_s=2.5,
         query_roles=False, role_prefix="acme_", cost_cache_s=0.0,
         audit_dsn="host=/run/pg dbname=audit", audit=False, audit_queue_max=500, audit_queue_mb=1.5,
-        body_timeout_s=2.0, header_timeout_s=0.5, connections_per_client=8, drain_timeout_s=12.0, mcp_stateless=True, shared_limits=True, log_format="json", queries=tmp_path / "q.yaml",
+        audit_spool=tmp_path / "spool", body_timeout_s=2.0, header_timeout_s=0.5, connections_per_client=8, drain_timeout_s=12.0, mcp_stateless=True, shared_limits=True, log_format="json", queries=tmp_path / "q.yaml",
         drift_interval_s=0.0, secret="s3cret-s3cret-s3cret", cursor_ttl_s=60, min_cli_version="0.2", promote_uses=3, promote_principals=1, promote_days=30,
         contract=contract, config=config, role="analyst", debug=True)
+
+
+def test_the_audit_spool_is_the_cache_dir_unless_named_and_off_turns_it_off(tmp_path):
+    assert st.read({}).audit_spool.name == "audit-spool"
+    assert st.read({"ONTOOS_AUDIT_SPOOL": "OFF"}).audit_spool is None
+    assert st.read({"ONTOOS_AUDIT_SPOOL": str(tmp_path)}).audit_spool == tmp_path
+    assert st.Settings().audit_spool is None  # built directly (tests, embedding): no spool unless given
 
 
 def test_a_flag_overrides_its_variable_which_overrides_the_default(tmp_path):
@@ -129,6 +136,7 @@ def _bad_values(tmp_path: Path) -> dict[str, tuple[str, str]]:
         "log_format": ("yaml", "text or json"),
         "audit_queue_max": ("1e3", "an integer >= 1"),
         "audit_queue_mb": ("0", "a number > 0"),
+        "audit_spool": (str(a_file), "the path of a directory (made if missing), or off"),
         "body_timeout_s": ("-5", "a number > 0"),
         "header_timeout_s": ("0", "a number > 0"),
         "drain_timeout_s": ("-1", "a number > 0"),

@@ -119,9 +119,14 @@ def _directory(text: str) -> Path:
     return path
 
 
+def _directory_or_off(text: str) -> Path | None:
+    return None if text.lower() in _OFF else _directory(text)
+
+
 FILE = Kind("the path of a file that exists", _file)
 NEW_FILE = Kind("the path of a file (it need not exist yet)", _file_or_none)
 DIRECTORY = Kind("the path of a directory (made if missing)", _directory)
+DIRECTORY_OR_OFF = Kind("the path of a directory (made if missing), or off", _directory_or_off)
 
 
 def _name(pattern: str, takes: str, example: str = "") -> Kind:
@@ -195,6 +200,12 @@ def _cache_dir() -> Path:
     return Path(user_cache_dir("ontoos-explore")) / "pg"
 
 
+def _spool_dir() -> Path:
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("ontoos-explore")) / "audit-spool"
+
+
 SETTINGS: tuple[Setting, ...] = (
     Setting("dsn", "ONTOOS_DSN", None, DSN, "PostgreSQL to explore", flag="--dsn",
             shown_default="none: the embedded server", secret=True),
@@ -216,6 +227,10 @@ SETTINGS: tuple[Setting, ...] = (
             "audit events held in memory while the store is slow or away"),
     Setting("audit_queue_mb", "ONTOOS_AUDIT_QUEUE_MB", 64.0, number(0),
             "MiB of event text held so (past either bound, events are dropped and counted)"),
+    Setting("audit_spool", "ONTOOS_AUDIT_SPOOL", None, DIRECTORY_OR_OFF,
+            "servers keep each audit event here on local disk too until the store has it, so a process killed "
+            "outright loses none (the next start on this machine writes them); off: memory only",
+            shown_default="the user's cache dir", computed=_spool_dir),
     Setting("body_timeout_s", "ONTOOS_BODY_TIMEOUT", 30.0, number(0),
             "seconds an HTTP request body may take to arrive (then 408)"),
     Setting("header_timeout_s", "ONTOOS_HEADER_TIMEOUT", 10.0, number(0),
@@ -285,6 +300,7 @@ class Settings:
     audit: bool = _D["audit"]
     audit_queue_max: int = _D["audit_queue_max"]
     audit_queue_mb: float = _D["audit_queue_mb"]
+    audit_spool: Path | None = _D["audit_spool"]
     body_timeout_s: float = _D["body_timeout_s"]
     header_timeout_s: float = _D["header_timeout_s"]
     connections_per_client: int = _D["connections_per_client"]

@@ -218,3 +218,47 @@ def test_sigterm_drains_finishing_what_runs_and_refusing_what_comes(pg_dsn, tmp_
                               "WHERE surface = 'rest' ORDER BY at").fetchall()
     assert ("pat", "ok", None) in events
     assert sum(1 for _, _, subtype in events if subtype == "SHUTTING_DOWN") == 1
+
+
+# ---------------------------------------------------------------- killed outright
+
+
+@pytest.mark.parametrize("spooled", [True, False], ids=["spool", "memory-only"])
+def test_a_server_killed_outright_loses_no_audit_event_the_next_start_writes_them(pg_dsn, tmp_path, spooled):
+    """SIGKILL while the audit store is stalled (its events table locked, as a slow or failing primary
+    would hold it): what the server answered is in its spool, and the next server to start writes it,
+    each event once. Memory-only (ONTOOS_AUDIT_SPOOL=off), the same events are gone: the premise."""
+    spool = str(tmp_path / "spool") if spooled else "off"
+    first = start_hostile_server("killed", pg_dsn, tmp_path / "first", ONTOOS_AUDIT_SPOOL=spool)
+    ask = json.dumps({"dataset": "workloads", "fields": ["name"], "limit": 1})
+    warm = request(first, "POST", "/api/v1/explore", body=ask)
+    seen = lambda conn, ids: conn.execute("SELECT count(*) FROM ontoos_audit.events WHERE id = ANY(%s)",  # noqa: E731
+                                          (ids,)).fetchone()[0]
+    with psycopg.connect(first.audit_dsn) as conn:
+        deadline = time.monotonic() + 20
+        while not seen(conn, [warm.json["meta"]["exploration_id"]]) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the writer is connected and has written once
+            conn.rollback()
+        conn.execute("LOCK TABLE ontoos_audit.events IN EXCLUSIVE MODE")  # writes wait; reads go on
+        answers = [request(first, "POST", "/api/v1/explore", body=ask) for _ in range(12)]
+        assert [a.status for a in answers] == [200] * 12
+        ids = [a.json["meta"]["exploration_id"] for a in answers]
+        time.sleep(0.5)  # the writer's batch is in flight, waiting for the lock
+        first.proc.kill()
+        first.proc.wait(timeout=30)
+        assert seen(conn, ids) == 0
+    # the lock is gone with the transaction; a server starts again on the same machine and store
+    second = start_hostile_server("again", pg_dsn, tmp_path / "second", ONTOOS_AUDIT_SPOOL=spool,
+                                  ONTOOS_AUDIT_DSN=first.audit_dsn)
+    try:
+        with psycopg.connect(first.audit_dsn, autocommit=True) as conn:
+            deadline = time.monotonic() + (20 if spooled else 3)
+            while seen(conn, ids) < len(ids) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            written = conn.execute("SELECT id FROM ontoos_audit.events WHERE id = ANY(%s)", (ids,)).fetchall()
+    finally:
+        second.stop_cleanly()
+    assert sorted(r[0] for r in written) == (sorted(ids) if spooled else [])
+    if spooled:
+        assert "12 events left unwritten by ended process" in second.stderr()
+        assert list((tmp_path / "spool").rglob("*.jsonl")) == []

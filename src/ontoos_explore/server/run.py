@@ -46,12 +46,20 @@ START_CHECK_S = 2.0  # the first comparison waits at most this for the database;
 
 
 def audit_writer(settings: Settings, dsn: str):
-    from ..governance.audit import AuditWriter
+    from ..governance.audit import AuditWriter, Spool, spool_directory
 
     if not settings.audit:
         return None
-    return AuditWriter(settings.audit_dsn or dsn, queue_max=settings.audit_queue_max,
-                       queue_max_bytes=int(settings.audit_queue_mb * 2**20))
+    store = settings.audit_dsn or dsn
+    spool = None
+    if settings.audit_spool is not None:
+        try:
+            spool = Spool(spool_directory(settings.audit_spool, store))
+        except OSError as e:
+            log.error("audit spool %s cannot be used (%s): queued events are held in memory only",
+                      settings.audit_spool, e.strerror or type(e).__name__)
+    return AuditWriter(store, queue_max=settings.audit_queue_max,
+                       queue_max_bytes=int(settings.audit_queue_mb * 2**20), spool=spool)
 
 
 async def close_audit(audit) -> None:
@@ -63,7 +71,8 @@ async def close_audit(audit) -> None:
     incomplete = stats["dropped"] or stats["rejected"] or stats["lost"]
     log.log(logging.WARNING if incomplete else logging.INFO,
             "audit: %(recorded)d events recorded, %(written)d written, %(dropped)d dropped (queue full), "
-            "%(rejected)d rejected by the store, %(lost)d lost at shutdown", stats)
+            "%(rejected)d rejected by the store, %(lost)d lost at shutdown, %(left)d left in the spool for the next "
+            "start (%(recovered)d recovered from ended processes)", stats)
 
 
 def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerConfig, registry: Registry | LiveRegistry,

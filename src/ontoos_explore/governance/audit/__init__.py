@@ -1,7 +1,8 @@
 """Governance, audit: every request -> one Event -> a queue -> batched into PostgreSQL.
 
 `events.py` makes an `Event` of an answer, `tables.py` holds the schema and the
-writes, `writer.py` the queue and its background task (`AuditWriter`).
+writes, `writer.py` the queue and its background task (`AuditWriter`),
+`spool.py` the copy of the queue on local disk.
 
 Events go to the schema `ontoos_audit` (the exploration database by default,
 or `ONTOOS_AUDIT_DSN`). Recording never touches the database on the caller's
@@ -27,7 +28,15 @@ Every event is accounted for, never lost silently:
   Text that PostgreSQL cannot store (NUL, unpaired surrogates) is escaped
   first, so a hostile input cannot stop the trail.
 - `lost`: still queued when `close()` gave up (the store was down at
-  shutdown), or on a crash: logged, and the README says so.
+  shutdown) and not spooled: logged.
+
+A server's writer also keeps each queued event in a spool on local disk
+(`spool.py`) until it is settled: a process killed outright leaves its
+events there, and the next server to start on the machine (a supervisor's
+restart, another worker) claims them and writes them first; events still
+queued at a shutdown that gave up stay there the same way (`left`). So
+
+    recorded + recovered == written + queued + dropped + rejected + lost + left
 
 Requests the HTTP layer answers 429 for having no valid token past the
 per-address limit are never recorded one by one: `unrecorded()` writes one
@@ -47,8 +56,9 @@ from .tables import (
     write_gaps,
     write_idempotent,
 )
+from .spool import Spool, directory_for as spool_directory
 from .writer import AuditWriter
 
-__all__ = ["AuditWriter", "COLUMNS", "EVENT_OVERHEAD", "Event", "GAP_COLUMNS", "Gap", "MAX_TEXT", "SCHEMA",
+__all__ = ["AuditWriter", "Spool", "spool_directory", "COLUMNS", "EVENT_OVERHEAD", "Event", "GAP_COLUMNS", "Gap", "MAX_TEXT", "SCHEMA",
            "TEXT_COLUMNS", "as_dict", "ensure_schema", "event_for", "record_sync", "write", "write_gaps",
            "write_idempotent"]

@@ -22,6 +22,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ...envelope import new_id
 from .events import Event, Gap
+from .spool import Claimed, Spool
 from .tables import BATCH_TABLE, ensure_schema, write_gaps, write_idempotent
 
 log = logging.getLogger("ontoos_explore.audit")
@@ -53,11 +54,15 @@ class AuditWriter:
     queue_max_bytes: int = 64 * 1024 * 1024
     statement_timeout_ms: int = 30_000
     clock: Callable[[], float] = field(default=time.monotonic, repr=False)
+    spool: Spool | None = None  # every queued event on local disk too, until settled (spool.py)
     recorded: int = 0
     written: int = 0
     dropped: int = 0
     rejected: int = 0
     lost: int = 0
+    recovered: int = 0  # events a killed process left in the spool, claimed at start
+    left: int = 0  # still queued at close, and kept in the spool for the next start
+    _claimed: list[Claimed] = field(default_factory=list, repr=False)
     _queue: asyncio.Queue | None = field(default=None, repr=False)
     _task: asyncio.Task | None = field(default=None, repr=False)
     _pending: list[Event] = field(default_factory=list, repr=False)
@@ -81,6 +86,8 @@ class AuditWriter:
         if self._queued >= self.queue_max or self._bytes + size > self.queue_max_bytes:
             self._drop(event)
             return
+        if self.spool is not None:
+            self.spool.append(event)
         self._queue.put_nowait(event)
         self._queued += 1
         self._bytes += size
@@ -106,19 +113,47 @@ class AuditWriter:
 
     def stats(self) -> dict[str, Any]:
         return {"recorded": self.recorded, "written": self.written, "queued": self._queued, "dropped": self.dropped,
-                "rejected": self.rejected, "lost": self.lost, "max_queued": self._max_queued,
+                "rejected": self.rejected, "lost": self.lost, "recovered": self.recovered, "left": self.left,
+                "max_queued": self._max_queued,
                 "queued_bytes": self._bytes, "gaps_unwritten": len(self._gaps) + (self._drops is not None),
                 "store_down_s": round(self.clock() - self._down_since, 1) if self._down_since is not None else 0.0}
 
     # ------------------------------------------------------------ the background task
 
     async def start(self) -> None:
+        if self.spool is not None:
+            self._claim()
         try:
             self._conn = await self._open()
         except (psycopg.Error, OSError):
             self._down_since = self.clock()
             log.warning("audit store unavailable at start; events are queued until it is back")
         self._task = asyncio.create_task(self._run(), name="ontoos-audit")
+
+    def _claim(self) -> None:
+        """The events dead processes left in the spool go first, ahead of this process's own."""
+        for claimed in self.spool.claim():
+            self._claimed.append(claimed)
+            if claimed.skipped:
+                log.error("audit: %d lines of the spool of ended process %s are not events (cut short by a crash?) "
+                          "and are not in the trail", claimed.skipped, claimed.owner)
+            if not claimed.events:
+                continue
+            log.warning("audit: %d events left unwritten by ended process %s are written now", len(claimed.events),
+                        claimed.owner)
+            self._pending.extend(claimed.events)
+            self.recovered += len(claimed.events)
+            self._queued += len(claimed.events)
+            self._bytes += sum(e.size() for e in claimed.events)
+
+    def _settle(self) -> None:
+        """After a flush (nothing pending): what was claimed is in the store, and so are this process's
+        first `written + rejected - recovered` events."""
+        for claimed in self._claimed:
+            claimed.release()
+        self._claimed.clear()
+        if self.spool is not None:
+            self.spool.settled(self.written + self.rejected - self.recovered)
 
     def _conninfo(self) -> str:
         params = conninfo_to_dict(self.dsn)
@@ -196,6 +231,7 @@ class AuditWriter:
                     if not self._pending and not stopping:
                         stopping = await self._collect()
                     await self._flush()
+                    self._settle()
                     if stopping and not self._pending:
                         break
                 except Exception:  # keep the writer alive whatever happens
@@ -311,6 +347,9 @@ class AuditWriter:
         the end as long as batches keep going in; a store that takes nothing for
         `timeout` seconds ends the wait, and what is still queued is lost (logged)."""
         if self._task is None:
+            if self.spool is not None:  # never started: what was recorded stays in the spool
+                self.left += self._queued
+                self.spool.close()
             return
         self._queue.put_nowait(None)  # the stop marker goes behind every queued event
         loop = asyncio.get_running_loop()
@@ -330,10 +369,19 @@ class AuditWriter:
                         log.debug("audit writer cancelled at shutdown")
                     break
         self._task = None
-        if self._queued:
+        for claimed in self._claimed:  # not written: they stay where they were, for the next start
+            claimed.abandon()
+        self._claimed.clear()
+        if self._queued and self.spool is not None and not self.spool.broken:
+            self.left += self._queued
+            log.error("audit: %d events could not be written before shutdown (the store is unavailable); they are "
+                      "kept in %s and the next start writes them", self._queued, self.spool.directory)
+        elif self._queued:
             self.lost += self._queued
             log.error("audit: %d events could not be written before shutdown (the store is unavailable): lost",
                       self._queued)
+        if self.spool is not None:
+            self.spool.close()
         unwritten = sum(g.events for g in self._gaps) + (self._drops[2] if self._drops else 0)
         if unwritten:
             log.error("audit: the gap record of %d dropped or rejected events could not be written", unwritten)
