@@ -133,9 +133,9 @@ async def _freshness(conn, contract: Contract, found) -> Check:
 
     everything = frozenset(fold(name) for name in contract.datasets)
     specs = {ds.name: spec_for(contract, [ds], everything) for ds in contract.datasets.values()}
-    sources = sorted({s for spec in specs.values() for s in spec.sources})
+    sources = tuple(sorted({s for spec in specs.values() for s in spec.sources}))
     cur = psycopg.AsyncRawCursor(conn)
-    await cur.execute(current_batches_sql(contract.evidence.schema_name, contract.evidence.table_name), [sources])
+    await cur.execute(current_batches_sql(contract.evidence.schema_name, contract.evidence.table_name, sources))
     current = batches(await cur.fetchall())
     now = dt.datetime.now(dt.timezone.utc)
     details, worry = [], 0

@@ -277,3 +277,19 @@ async def test_the_rows_and_their_batches_come_from_one_snapshot(pg_dsn, demo, t
     assert during.ok and during.envelope["meta"]["evidence"]["consistency"] == "fixed_read"
     assert during.envelope["meta"]["evidence"]["source_batch"]["k8s"] == before  # the snapshot's batch
     assert after.envelope["meta"]["evidence"]["source_batch"]["k8s"] == "published-meanwhile"
+
+
+def test_the_current_batches_statement_reads_sources_named_with_quotes_as_they_are(pg_dsn):
+    """The sources are written into the statement as literals (no array to adapt on every answer): a
+    name holding a quote reads its own batch, and no other."""
+    from ontoos_explore.engine.publish_log import batches, current_batches_sql
+
+    with psycopg.connect(pg_dsn) as conn:  # rolled back at the end of the block
+        conn.execute("INSERT INTO lake.publish_log (source, batch_id, collected_at, published_at, as_of) VALUES "
+                     "('it''s', 'quoted-1', NULL, now(), NULL), ('it', 'plain-1', NULL, now(), NULL)")
+        found = batches(conn.execute(current_batches_sql("lake", "publish_log", ("it's", "k8s"))).fetchall())
+        none = conn.execute(current_batches_sql("lake", "publish_log", ())).fetchall()
+        conn.rollback()
+    assert {b.source: b.batch_id for b in found}.keys() == {"it's", "k8s"}
+    assert {b.source: b.batch_id for b in found}["it's"] == "quoted-1"
+    assert none == []

@@ -100,6 +100,16 @@ class Dataset(_InTable, _Model):
             raise ValueError("a dataset needs at least one column")
         return v
 
+    @field_validator("sources")
+    @classmethod
+    def _plain_sources(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        # the publish log is read with these as string literals: nothing a server could read otherwise
+        # (a backslash, where standard_conforming_strings is off) or cannot store (a control character)
+        for source in v:
+            if not source or "\\" in source or any(ord(ch) < 32 for ch in source):
+                raise ValueError(f"source {source!r} must be non-empty, without a backslash or a control character")
+        return v
+
 
     def column(self, name: str) -> Column | None:
         return self.__pydantic_private__["_by_fold"].get(fold(name))

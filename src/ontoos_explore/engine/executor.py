@@ -229,7 +229,7 @@ class Executor:
                         await control.execute(BUDGET, budget)
                     else:
                         await control.execute(BUDGET_AND_ROLE, [*budget, db_role])
-                    await evidence.execute(current_batches_sql(spec.schema, spec.table), [list(spec.sources)])
+                    await evidence.execute(current_batches_sql(spec.schema, spec.table, spec.sources), [])
                     await control.execute(END)
                     return batches(await evidence.fetchall())
         except (psycopg.Error, PoolTimeout) as e:
@@ -314,7 +314,7 @@ class Executor:
             reads_log = await self._may_read_log(conn, self._query_role(q), spec)
         evidence = conn.cursor() if reads_log else None
         # on a hot standby (PostgreSQL reports it at connect and on promotion) the evidence says how far behind
-        lag = conn.cursor() if reads_log and conn.info.parameter_status("in_hot_standby") == "on" else None
+        lag = conn.cursor() if reads_log and conn.pgconn.parameter_status(b"in_hot_standby") == b"on" else None
         control, query = conn.cursor(), conn.cursor()
         async with conn.pipeline():
             await control.execute(BEGIN if evidence is None else BEGIN_SNAPSHOT)
@@ -325,7 +325,7 @@ class Executor:
                 estimate = work(plan)
                 if dry_run:  # the plan, and the batches it would read
                     if evidence is not None:
-                        await evidence.execute(current_batches_sql(spec.schema, spec.table), [list(spec.sources)])
+                        await evidence.execute(current_batches_sql(spec.schema, spec.table, spec.sources), [])
                     await control.execute(END)
                     found = None if evidence is None else batches(await evidence.fetchall())
                     return Outcome([], False, [], _ms(started), estimate, batches=found)  # no rows: not consistent
@@ -335,7 +335,7 @@ class Executor:
                 raise cost_budget(q, estimate, ceiling)
             await query.execute(q.sql, params)
             if evidence is not None:  # after the query, in its snapshot: the batches its rows came from
-                await evidence.execute(current_batches_sql(spec.schema, spec.table), [list(spec.sources)])
+                await evidence.execute(current_batches_sql(spec.schema, spec.table, spec.sources), [])
             if lag is not None:
                 await lag.execute(REPLAY_LAG)
             await control.execute(END)
