@@ -10,6 +10,8 @@ other when one refuses the connection), each test takes a part away and brings i
   primary itself gives);
 - a server process sent SIGTERM and started again: each request gets its answer or a clean 503
   SHUTTING_DOWN with Retry-After;
+- a server process killed outright (SIGKILL) and started again: its queued audit events are written
+  by the process started in its place (from its spool on local disk);
 - the primary restarted: the reads go on from the standbys, the audit waits for it.
 
 In every case the audit reconciles exactly: the ids of the events recorded are the ids of the
@@ -251,6 +253,31 @@ def test_a_server_process_sent_sigterm_under_load_and_started_again(deployment):
     statuses = _check_answers(deployment, clients, allow_503=True)
     assert clients.unanswered > 0 or statuses[503] > 0  # the process was away a while: some asked the other
     _reconciled(deployment, clients, since)
+
+
+def test_a_server_process_killed_outright_under_load_and_started_again(deployment):
+    """SIGKILL: nothing drains, and the events its writer had queued are in its spool; the process
+    started in its place writes them. Every answer a client received is in the audit, once; beyond
+    them, at most the requests the kill cut off before their answers arrived."""
+    since = time.time()  # the earlier tests' clients have all had their answers
+    victim = deployment.servers[0]
+    start = {k: v for k, v in deployment.start.items() if k != "root"}
+    with Clients(deployment) as clients:
+        victim.proc.kill()
+        victim.proc.wait(timeout=30)
+        time.sleep(1.0)
+        deployment.servers[0] = start_hostile_server("process1-again", workdir=deployment.start["root"] / "again1",
+                                                     port=victim.port, **start)
+        time.sleep(2.0)
+    _check_answers(deployment, clients)
+    assert clients.unanswered > 0  # the process was away a while: some asked the other
+    answered = clients.ids()
+    deadline = time.monotonic() + 60
+    while not set(answered) <= set(recorded := _audited(deployment, since)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert set(answered) <= set(recorded), len(set(answered) - set(recorded))
+    assert max(recorded.values()) == 1
+    assert len(set(recorded) - set(answered)) <= clients.unanswered  # answered by the server, cut off on the way
 
 
 def test_the_primary_restarted_under_load(deployment):

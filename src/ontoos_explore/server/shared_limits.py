@@ -19,8 +19,10 @@ else the exploration database) with atomic statements:
   its slots with its session: nothing leaks.
 
 The same connection writes and reads the dashboard's sign-outs
-(`shared_sessions.py`). One connection per process; statements go one at a time (each about 0.1 ms
-on a local socket: `benchmarks/shared_limits_bench.py` measures them). When
+(`shared_sessions.py`, through psycopg). One connection per process; statements go one at a time.
+The limits' own statements are prepared when it connects and sent through `state_wire.py` (libpq
+through `psycopg.pq`, without the async cursor's machinery): about 0.15 ms a call on a local socket
+(`benchmarks/shared_limits_bench.py` measures them). When
 the state database cannot be reached, the process keeps its own buckets and
 counts (the limits are then per process for that while; logged once) and
 connects again at most once a second.
@@ -29,11 +31,14 @@ connects again at most once a second.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import time
 
 import psycopg
+
+from .state_wire import Broken, Refused, Wire, text_array
 
 log = logging.getLogger("ontoos_explore.limits")
 
@@ -64,9 +69,21 @@ TAKE_AND_ACQUIRE = (f"WITH t AS ({TAKE}) SELECT t.taken, t.tokens, CASE WHEN t.t
                     "(SELECT k.slot FROM unnest($4::int8[], $5::int4[]) AS k(key, slot) "
                     "WHERE pg_catalog.pg_try_advisory_lock(k.key) LIMIT 1) END FROM t")
 RELEASE = "SELECT pg_catalog.pg_advisory_unlock($1::int8)"
+# prepared on each state connection, and sent through `state_wire` (a call's round trip costs half as much)
+HOT = {b"ontoos_take": TAKE, b"ontoos_acquire": ACQUIRE, b"ontoos_take_and_acquire": TAKE_AND_ACQUIRE,
+       b"ontoos_release": RELEASE}
 RETRY_S = 1.0
 
 
+def _float(v: float) -> bytes:
+    return repr(float(v)).encode()
+
+
+def _slot(v: bytes | None) -> int | None:
+    return None if v is None else int(v)
+
+
+@functools.lru_cache(maxsize=4096)
 def slot_key(principal: str, slot: int) -> int:
     """The advisory lock of a principal's in-flight slot (a signed 64-bit hash)."""
     digest = hashlib.blake2b(f"ontoos:in-flight:{principal}:{slot}".encode(), digest_size=8).digest()
@@ -82,6 +99,7 @@ class SharedLimits:
         self.dsn = dsn
         self.connect_timeout_s = connect_timeout_s
         self._conn: psycopg.AsyncConnection | None = None
+        self._wire: Wire | None = None
         self._lock = asyncio.Lock()
         self._held: dict[tuple[str, int], int] = {}  # (principal, slot) -> the connection generation it was taken on
         self._generation = 0
@@ -98,7 +116,9 @@ class SharedLimits:
                                                          cursor_factory=psycopg.AsyncRawCursor)
             async with conn.transaction():
                 await conn.execute(SCHEMA)
-        except (psycopg.Error, OSError):
+            wire = Wire(conn)
+            await wire.prepare(HOT)
+        except (psycopg.Error, OSError, Broken, Refused):
             self._retry_at = time.monotonic() + RETRY_S
             if not self._down_logged:
                 log.warning("the shared limits' database cannot be reached: this process keeps its own limits "
@@ -108,7 +128,7 @@ class SharedLimits:
         if self._down_logged:
             log.warning("the shared limits' database answers again: the limits are the deployment's")
             self._down_logged = False
-        self._conn = conn
+        self._conn, self._wire = conn, wire
         self._generation += 1
         self._held.clear()  # slots of a connection that broke were given back with its session
         return conn
@@ -125,7 +145,21 @@ class SharedLimits:
                 await self._drop()
                 raise Unavailable() from None
 
+    async def call(self, name: bytes, params: list[bytes | None]) -> list[tuple[bytes | None, ...]]:
+        """A statement of `HOT` through the wire: its rows, as text."""
+        async with self._lock:
+            await self._connection()
+            try:
+                return await self._wire.ask(name, params)
+            except (Broken, Refused) as e:
+                log.warning("the shared limits' database refused a statement (%s): this process keeps its own "
+                            "limits for now", "the connection is gone" if isinstance(e, Broken) else
+                            f"SQLSTATE {e.sqlstate}")
+                await self._drop()
+                raise Unavailable() from None
+
     async def _drop(self) -> None:
+        self._wire = None
         conn, self._conn = self._conn, None
         self._held.clear()
         self._retry_at = time.monotonic() + RETRY_S
@@ -142,8 +176,9 @@ class SharedLimits:
 
     async def take_counted(self, key: str, burst: int, per_second: float) -> tuple[float, float]:
         """`take`, and the tokens the bucket holds after it: (the wait, the tokens left)."""
-        ((taken, tokens),) = await self.ask(TAKE, [key, float(burst), float(per_second)])
-        return (0.0 if taken else (1.0 - tokens) / per_second), tokens
+        ((taken, tokens),) = await self.call(b"ontoos_take", [key.encode(), _float(burst), _float(per_second)])
+        tokens = float(tokens)
+        return (0.0 if taken == b"t" else (1.0 - tokens) / per_second), tokens
 
     def _free(self, principal: str, cap: int) -> list[int]:
         """The principal's slots this process does not hold (a session would take its own lock again)."""
@@ -163,8 +198,9 @@ class SharedLimits:
             return None
 
         async def ask():
-            rows = await self.ask(ACQUIRE, [[slot_key(principal, i) for i in free], free])
-            return self._taken(principal, rows[0][0] if rows else None)
+            rows = await self.call(b"ontoos_acquire", [text_array([slot_key(principal, i) for i in free]),
+                                                       text_array(free)])
+            return self._taken(principal, _slot(rows[0][0]) if rows else None)
 
         return await self._kept(principal, ask(), lambda got: got)
 
@@ -178,9 +214,11 @@ class SharedLimits:
             return wait, None, tokens
 
         async def ask():
-            ((taken, tokens, slot),) = await self.ask(TAKE_AND_ACQUIRE, [key, float(burst), float(per_second),
-                                                                          [slot_key(principal, i) for i in free], free])
-            return (0.0 if taken else (1.0 - tokens) / per_second), self._taken(principal, slot), tokens
+            ((taken, tokens, slot),) = await self.call(
+                b"ontoos_take_and_acquire", [key.encode(), _float(burst), _float(per_second),
+                                             text_array([slot_key(principal, i) for i in free]), text_array(free)])
+            tokens = float(tokens)
+            return (0.0 if taken == b"t" else (1.0 - tokens) / per_second), self._taken(principal, _slot(slot)), tokens
 
         return await self._kept(principal, ask(), lambda got: got[1])
 
@@ -204,7 +242,7 @@ class SharedLimits:
         if self._held.get((principal, slot)) != generation:
             return
         try:
-            await self.ask(RELEASE, [slot_key(principal, slot)])
+            await self.call(b"ontoos_release", [str(slot_key(principal, slot)).encode()])
         except Unavailable:
             pass
         if self._held.get((principal, slot)) == generation:

@@ -1,0 +1,97 @@
+"""Server, the shared limits' statements straight over libpq: prepared once, each call one send and one wait.
+
+A shared rate limit asks the state database on every call, so the cost of
+one round trip is the cost of the limit. Through psycopg's async cursor that
+round trip costs the client about 130 µs of Python before the statement does
+anything (the cursor, its generators, a reader and a future per wait); sent
+with `psycopg.pq` (psycopg's documented libpq wrapper) on the same connection
+it costs about 60 (`benchmarks/shared_limits_bench.py`). `Wire` does only
+that: statements prepared by name when the connection is made, parameters
+and results as text, one statement at a time (its caller holds a lock), and
+any failure, or a cancellation halfway, leaves the connection to be dropped:
+`Broken` (a statement the server refused: `Refused`, the connection still
+good). psycopg's own `execute` may still be used on the connection between
+two calls (nothing is left pending).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+from psycopg import pq
+
+_OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
+
+
+class Broken(Exception):
+    """The connection cannot be used again (gone, or left halfway through a statement)."""
+
+
+class Refused(Exception):
+    """The server refused the statement (its SQLSTATE); the connection is still good."""
+
+    def __init__(self, sqlstate: str | None) -> None:
+        super().__init__(sqlstate or "no SQLSTATE")
+        self.sqlstate = sqlstate
+
+
+def text_array(values: list[int]) -> bytes:
+    """Integers as a PostgreSQL array literal, in text."""
+    return b"{" + b",".join(str(int(v)).encode() for v in values) + b"}"
+
+
+class Wire:
+    def __init__(self, conn: psycopg.AsyncConnection) -> None:
+        self.pg = conn.pgconn
+        self.broken = False
+
+    async def prepare(self, statements: dict[bytes, str]) -> None:
+        for name, sql in statements.items():
+            await self._run(lambda: self.pg.send_prepare(name, sql.encode()))
+
+    async def ask(self, name: bytes, params: list[bytes | None]) -> list[tuple[bytes | None, ...]]:
+        """The rows of the prepared statement `name` (values as text bytes, None for NULL)."""
+        result = await self._run(lambda: self.pg.send_query_prepared(name, params))
+        return [tuple(result.get_value(r, c) for c in range(result.nfields)) for r in range(result.ntuples)]
+
+    async def _run(self, send) -> pq.PGresult:
+        if self.broken:
+            raise Broken()
+        done = False
+        try:
+            send()
+            loop = asyncio.get_running_loop()
+            while self.pg.flush() != 0:  # the socket's buffer full: wait until it can be written
+                await self._ready(loop.add_writer, loop.remove_writer)
+            last = None
+            while True:
+                while self.pg.is_busy():
+                    await self._ready(loop.add_reader, loop.remove_reader)
+                    self.pg.consume_input()
+                result = self.pg.get_result()
+                if result is None:
+                    break
+                last = result
+            done = True
+        except psycopg.Error as e:
+            raise Broken() from e
+        finally:
+            if not done:  # cancelled or failed halfway: what the server sends next belongs to no one
+                self.broken = True
+        if last is None or self.pg.status != pq.ConnStatus.OK:
+            self.broken = True
+            raise Broken()
+        if last.status not in _OK:
+            state = last.error_field(pq.DiagnosticField.SQLSTATE)
+            raise Refused(state.decode() if state else None)
+        return last
+
+    async def _ready(self, add, remove) -> None:
+        fd = self.pg.socket
+        waiter = asyncio.get_running_loop().create_future()
+        add(fd, lambda: waiter.done() or waiter.set_result(None))
+        try:
+            await waiter
+        finally:
+            remove(fd)
