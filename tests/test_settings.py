@@ -59,7 +59,7 @@ def test_every_setting_is_read_from_its_variable(tmp_path):
            "ONTOOS_ROLE_PREFIX": "acme_", "ONTOOS_COST_CACHE": "0",
            "ONTOOS_AUDIT_DSN": "host=/run/pg dbname=audit", "ONTOOS_AUDIT": "no", "ONTOOS_AUDIT_QUEUE_MAX": "500",
            "ONTOOS_AUDIT_QUEUE_MB": "1.5", "ONTOOS_AUDIT_SPOOL": str(tmp_path / "spool"), "ONTOOS_BODY_TIMEOUT": " 2 ", "ONTOOS_HEADER_TIMEOUT": "0.5", "ONTOOS_DRAIN_TIMEOUT": "12", "ONTOOS_MCP_STATELESS": "on", "ONTOOS_SHARED_LIMITS": "on", "ONTOOS_LOG_FORMAT": "json",
-           "ONTOOS_CONNECTIONS_PER_CLIENT": "8", "ONTOOS_QUERIES": str(tmp_path / "q.yaml"),
+           "ONTOOS_CONNECTIONS_PER_CLIENT": "8", "ONTOOS_QUERIES": str(tmp_path / "q.yaml"), "ONTOOS_REGISTRY": "database",
            "ONTOOS_DRIFT_INTERVAL": "0", "ONTOOS_SECRET": "s3cret-s3cret-s3cret", "ONTOOS_CURSOR_TTL": "60",
            "ONTOOS_MIN_CLI_VERSION": "0.2",
            "ONTOOS_PROMOTE_USES": "3", "ONTOOS_PROMOTE_PRINCIPALS": "1", "ONTOOS_PROMOTE_DAYS": "30",
@@ -71,7 +71,7 @@ def test_every_setting_is_read_from_its_variable(tmp_path):
         dsn="postgresql://u@db:5433/lake", data_dir=tmp_path / "pg", pool_min=0, pool_max=3, pool_timeout_s=2.5,
         query_roles=False, role_prefix="acme_", cost_cache_s=0.0,
         audit_dsn="host=/run/pg dbname=audit", audit=False, audit_queue_max=500, audit_queue_mb=1.5,
-        audit_spool=tmp_path / "spool", body_timeout_s=2.0, header_timeout_s=0.5, connections_per_client=8, drain_timeout_s=12.0, mcp_stateless=True, shared_limits=True, log_format="json", queries=tmp_path / "q.yaml",
+        audit_spool=tmp_path / "spool", body_timeout_s=2.0, header_timeout_s=0.5, connections_per_client=8, drain_timeout_s=12.0, mcp_stateless=True, shared_limits=True, log_format="json", queries=tmp_path / "q.yaml", registry="database",
         drift_interval_s=0.0, secret="s3cret-s3cret-s3cret", cursor_ttl_s=60, min_cli_version="0.2", promote_uses=3, promote_principals=1, promote_days=30,
         contract=contract, config=config, role="analyst", debug=True)
 
@@ -136,6 +136,7 @@ def _bad_values(tmp_path: Path) -> dict[str, tuple[str, str]]:
         "log_format": ("yaml", "text or json"),
         "audit_queue_max": ("1e3", "an integer >= 1"),
         "audit_queue_mb": ("0", "a number > 0"),
+        "registry": ("files", "file or database"),
         "audit_spool": (str(a_file), "the path of a directory (made if missing), or off"),
         "body_timeout_s": ("-5", "a number > 0"),
         "header_timeout_s": ("0", "a number > 0"),

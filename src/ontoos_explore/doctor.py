@@ -153,12 +153,14 @@ async def _registry(contract: Contract, settings: Settings, dsn: str, found) -> 
     from .engine.executor import Executor, open_pool
     from .governance.registry import Registry
     from .governance.store import RegistryFileError
+    from .governance.store_db import DatabaseStore, registry_dsn
 
-    path = settings.queries
-    if path is None or not Path(path).is_file():
+    database = registry_dsn(settings)
+    path = settings.queries if database is None else DatabaseStore(database).path
+    if database is None and (path is None or not Path(path).is_file()):
         return Check("registry", SKIP, f"no registry file ({path}): no named queries to check")
     try:
-        registry = Registry.load(path, contract)
+        registry = Registry.load(path if database is None else DatabaseStore(database), contract)
     except RegistryFileError as e:
         return Check("registry", FAIL, f"{path} cannot be read", [{"message": e.message}])
     details: list[dict[str, Any]] = [{"id": i, "status": "invalid", "problem": p} for i, p in registry.problems]

@@ -254,6 +254,10 @@ SETTINGS: tuple[Setting, ...] = (
             "the named-query registry, for the CLI and the servers alike; a missing file: no named queries (on the "
             "demo contract: the shipped demo registry, until it is written)",
             flag="--queries"),
+    Setting("registry", "ONTOOS_REGISTRY", "file", _name(r"file|database", "file or database"),
+            "where the named-query registry lives: the file (ONTOOS_QUERIES), or the audit database "
+            "(ONTOOS_AUDIT_DSN, else ONTOOS_DSN), where every process on every machine reads the same one "
+            "(ontoos queries import FILE writes a file's entries there)"),
     Setting("drift_interval_s", "ONTOOS_DRIFT_INTERVAL", 300.0, number(0, low_ok=True),
             "servers compare the contract with the database every this many seconds (0: only at start and on "
             "NOTIFY ontoos_reload)"),
@@ -309,6 +313,7 @@ class Settings:
     shared_limits: bool = _D["shared_limits"]
     log_format: str = _D["log_format"]
     queries: Path | None = _D["queries"]
+    registry: str = _D["registry"]
     drift_interval_s: float = _D["drift_interval_s"]
     secret: str | None = _D["secret"]
     cursor_ttl_s: int = _D["cursor_ttl_s"]

@@ -52,3 +52,23 @@ def insert(dsn: str, events: list[audit.Event]) -> None:
     with psycopg.connect(dsn) as conn:
         audit.ensure_schema(conn)
         audit.write(conn, events)
+
+
+def in_threads(work, n: int) -> list[BaseException]:
+    """`work(i)` for i in range(n), each on a thread of its own, all at once: what they raised."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            work(i)
+        except BaseException as e:  # noqa: BLE001 - returned to the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors

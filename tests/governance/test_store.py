@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ import yaml
 from ontoos_explore.errors import ExploreError
 from ontoos_explore.governance.registry import Registry
 from ontoos_explore.governance.store import LiveRegistry, RegistryFileError, RegistryStore
+from tests.governance.helpers import in_threads
 
 HOSTS = {
     "title": "Hosts of a provider", "status": "pending", "read_sets": ["engineering"],
@@ -111,21 +111,11 @@ def test_a_status_is_set_only_on_an_entry_that_is_there(store):
 
 
 def test_writers_in_parallel_take_turns_and_lose_nothing(store):
-    errors = []
-
     def writer(n: int) -> None:
-        try:
-            for i in range(10):
-                RegistryStore(store.path).add(entry(f"q_{n}_{i}"))
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
+        for i in range(10):
+            RegistryStore(store.path).add(entry(f"q_{n}_{i}"))
 
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert in_threads(writer, 6) == []
     assert sorted(q["id"] for q in store.entries()) == sorted(f"q_{n}_{i}" for n in range(6) for i in range(10))
     assert listing(store.path) == ["queries.yaml"]
 

@@ -179,9 +179,10 @@ def _registry(args):
     """The registry's store (`store.store_for`): the registry file, read as the shipped demo registry on
     the demo contract until it is written."""
     from ..governance.store import store_for
+    from ..governance.store_db import registry_dsn
 
     settings = _settings(args)
-    return store_for(settings.queries, settings.contract)
+    return store_for(settings.queries, settings.contract, registry_dsn(settings))
 
 
 def _require(args):

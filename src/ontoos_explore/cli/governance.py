@@ -69,6 +69,29 @@ def cmd_promote(args) -> int:
     _emit({"ok": True, "data": {"registry": str(path.path), "query": written}})
     return EXIT_OK
 
+def _import_export(args, store, contract) -> int:
+    """export: the registry's document as YAML on stdout. import FILE: the file's document becomes the
+    registry (ONTOOS_REGISTRY=database: how a reviewed file reaches every process), each entry verified
+    as a server would (one that does not verify is reported, and skipped when served)."""
+    from ..governance.registry import Registry
+    from ..governance.store import RegistryStore, _dump
+
+    if args.action == "export":
+        sys.stdout.write(_dump(store.read()[0]))
+        return EXIT_OK
+    if not args.id:
+        raise UsageError("queries import needs the YAML file, e.g. ontoos queries import queries.yaml")
+    source = RegistryStore(args.id)
+    if not source.path.is_file():
+        raise UsageError(f"queries import: no such file: {args.id}")
+    data, _ = source.read()
+    problems = Registry.load(source, contract).problems
+    store.write(data)
+    _emit({"ok": True, "data": {"imported": len(data.get("queries") or []), "into": str(store.path),
+                                "skipped": [{"id": i, "problem": p} for i, p in problems]}})
+    return EXIT_OK
+
+
 def cmd_queries(args) -> int:
     from ..governance.registry import Registry, matching
 
@@ -77,6 +100,8 @@ def cmd_queries(args) -> int:
     registry = Registry.load(store, contract)
     for ident, problem in registry.problems:
         sys.stderr.write(f"ontoos: named query {ident} skipped: {problem}\n")
+    if args.action in ("import", "export"):
+        return _import_export(args, store, contract)
     if args.action == "list":
         rows = [{"id": q.id, "title": q.title, "status": q.status, "domain": q.domain,
                  "parameters": [p.name for p in q.parameters]}

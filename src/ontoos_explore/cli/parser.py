@@ -211,9 +211,11 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--queries", metavar="FILE", help="registry YAML (default: $ONTOOS_QUERIES, else queries.yaml)")
 
     n = sub.add_parser("queries", help="named queries: list, show, run, approve, reject, retire; request one that "
-                                       "does not exist")
-    n.add_argument("action", choices=("list", "show", "run", "approve", "reject", "retire", "request"))
-    n.add_argument("id", nargs="?", help="the named query's id (request: the question, in words)")
+                                       "does not exist; import a file into the registry, export it")
+    n.add_argument("action", choices=("list", "show", "run", "approve", "reject", "retire", "request", "import",
+                                      "export"))
+    n.add_argument("id", nargs="?", help="the named query's id (request: the question, in words; import: the YAML "
+                                         "file whose entries become the registry)")
     n.add_argument("--dataset", help="request: the dataset the question is about")
     n.add_argument("--domain", help="list: only queries of this domain (product, architecture, rnd-commit, ops, "
                                     "fault, incident)")

@@ -97,11 +97,18 @@ def default_status(data: dict[str, Any]) -> str:
     return "approved" if data.get("version") == 1 else "pending"
 
 
-def store_for(path: str | Path | None, contract_path: str | Path | None) -> "RegistryStore":
-    """The registry of a deployment: the file `path`. On the embedded demo contract (`contract_path`
-    None) with the default file (queries.yaml in the working directory), a file not yet written reads
-    as the shipped demo registry, and the first change (a promotion, an approval) writes it there with
-    that change. A file named on purpose (--queries, ONTOOS_QUERIES) is only itself."""
+def store_for(path: str | Path | None, contract_path: str | Path | None,
+              database: str | None = None) -> "RegistryStore":
+    """The registry of a deployment: the file `path`, or with `database` (a DSN: ONTOOS_REGISTRY=database)
+    the document in that database (`store_db.DatabaseStore`). On the embedded demo contract
+    (`contract_path` None) with the default file (queries.yaml in the working directory), a file not yet
+    written reads as the shipped demo registry, and the first change (a promotion, an approval) writes it
+    there with that change; so does a database registry on the demo contract. A file named on purpose
+    (--queries, ONTOOS_QUERIES) is only itself."""
+    if database is not None:
+        from .store_db import DatabaseStore
+
+        return DatabaseStore.of(database, seed=DEMO_REGISTRY if contract_path is None else None)
     demo = contract_path is None and path is not None and Path(path) == DEFAULT_FILE
     return RegistryStore(path, seed=DEMO_REGISTRY if demo else None)
 

@@ -35,6 +35,7 @@ from ..engine.executor import Executor, open_pool
 from ..engine.settings import Settings
 from ..governance.registry import Registry
 from ..governance.store import LiveRegistry, store_for
+from ..governance.store_db import registry_dsn
 from ..service import Answer, Explorer
 from .config import Authenticator, Principal, ServerConfig
 from .logs import say
@@ -88,7 +89,7 @@ def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerCon
     authenticator = Authenticator(config, contract)
     from .sessions import Sessions
 
-    store = None if registry_file is None else store_for(registry_file, settings.contract)
+    store = None if registry_file is None else store_for(registry_file, settings.contract, registry_dsn(settings))
     governance = Governance(tools, authenticator, store, rule or Rule(),
                             audit_dsn=settings.audit_dsn or dsn, audit=settings.audit,
                             sessions=Sessions(config.session_hours * 3600, secret=settings.secret,
@@ -246,4 +247,4 @@ def cursors_for(settings: Settings, warn: bool = True) -> Cursors:
 def live_registry(settings: Settings, contract: Contract) -> LiveRegistry:
     """The registry the tools serve: the file `settings.queries` (ONTOOS_QUERIES, --queries; a missing
     file is no named queries), verified, and kept in step with the file while the server runs."""
-    return LiveRegistry(store_for(settings.queries, settings.contract), contract)
+    return LiveRegistry(store_for(settings.queries, settings.contract, registry_dsn(settings)), contract)
