@@ -56,6 +56,12 @@ def test_a_line_cut_short_or_of_another_shape_is_not_an_event():
     assert event_of(b"[1, 2]") is None
 
 
+def _balanced(stats: dict) -> bool:
+    """Every event accounted for once (the audit package's identity)."""
+    return stats["recorded"] + stats["recovered"] == sum(
+        stats[k] for k in ("written", "queued", "dropped", "rejected", "lost", "left"))
+
+
 def _files(directory: Path) -> list[str]:
     return sorted(p.name.split(".", 1)[1] for p in directory.glob("*.jsonl"))
 
@@ -81,6 +87,7 @@ def test_segments_go_once_all_their_events_are_settled(tmp_path, monkeypatch):
 
 def test_a_live_owner_is_never_claimed(tmp_path):
     alive = Spool(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == [f"{alive.owner}.lock"]  # locked before it was named .lock
     alive.append(ev("spool-live"))
     other = Spool(tmp_path)
     assert other.claim() == []
@@ -134,7 +141,7 @@ async def test_what_a_killed_process_queued_is_written_by_the_next_start_exactly
     leftover = [event_of(line) for line in next(directory.glob("*.jsonl")).read_bytes().splitlines()]
     audit.record_sync(pg_dsn, leftover[:5])
 
-    writer = AuditWriter(pg_dsn, interval=0.05, spool=Spool(directory))
+    writer = AuditWriter(pg_dsn, interval=0.05, batch=8, spool=Spool(directory))  # the 40 in 5 batches
     await writer.start()
     try:
         deadline = time.monotonic() + 30
@@ -151,7 +158,7 @@ async def test_what_a_killed_process_queued_is_written_by_the_next_start_exactly
     assert sorted(r["rows"] for r in rows) == list(range(40))
     stats = writer.stats()
     assert (stats["recovered"], stats["lost"], stats["left"], stats["queued"]) == (40, 0, 0, 0)
-    assert stats["recorded"] + stats["recovered"] == stats["written"] + stats["rejected"]
+    assert _balanced(stats) and stats["recorded"] + stats["recovered"] == stats["written"] + stats["rejected"]
     assert count_events(pg_dsn, "principal = 'spool-after'") == 1
     assert list(directory.iterdir()) == []  # the dead owner's files and this writer's own: all gone
 
@@ -166,13 +173,13 @@ async def test_a_shutdown_that_gives_up_leaves_its_events_for_the_next_start(pg_
     for e in events:
         writer.record(e)
     await asyncio.wait_for(writer.close(timeout=1.0), 30)
-    assert (writer.written, writer.lost, writer.left) == (0, 0, 6)
+    assert (writer.written, writer.lost, writer.left, writer.queued) == (0, 0, 6, 0) and _balanced(writer.stats())
     assert list(directory.glob("*.jsonl")) and list(directory.glob("*.lock"))
 
     again = AuditWriter(pg_dsn, interval=0.05, spool=Spool(directory))
     await again.start()
     await again.close()
-    assert again.recovered == 6
+    assert again.recovered == 6 and _balanced(again.stats())
     assert sorted(r["id"] for r in fetch_events(pg_dsn, "principal = 'spool-left'")) == sorted(e.id for e in events)
     assert list(directory.iterdir()) == []
 

@@ -62,6 +62,7 @@ def test_a_server_serves_a_change_written_elsewhere_within_two_seconds(registry_
     writer = DatabaseStore(registry_dsn)
     writer.write({"version": 1, "queries": [_entry("kinds")]})
     live = LiveRegistry(DatabaseStore(registry_dsn), demo)
+    live.watch()
     assert set(live.entries) == {"kinds"}
     writer.add(_entry("kinds_again"))
     changed = time.monotonic()
@@ -81,6 +82,7 @@ def test_with_its_database_away_the_registry_is_refused_cleanly_and_a_server_kee
     store = DatabaseStore(registry_dsn)
     store.write({"version": 1, "queries": [_entry("kinds")]})
     live = LiveRegistry(store, demo)
+    live.watch()
     assert set(live.entries) == {"kinds"}
     store.dsn = "postgresql://nobody@127.0.0.1:1/none?connect_timeout=1"  # the database goes away
     time.sleep(0.8)
@@ -88,6 +90,33 @@ def test_with_its_database_away_the_registry_is_refused_cleanly_and_a_server_kee
         assert set(live.entries) == {"kinds"}  # still served, nothing raised
     finally:
         store.stop()
+    unwatched = LiveRegistry(DatabaseStore(store.dsn), demo)  # a CLI's: asked each time, and away
+    assert unwatched.entries == {} and "cannot be reached" in unwatched.error.message
+
+
+def test_a_forked_worker_starts_from_what_its_parent_read_even_with_the_database_away(registry_dsn, demo):
+    """The parent reads before it forks and starts no thread; the child watches from the parent's document."""
+    import multiprocessing
+
+    store = DatabaseStore(registry_dsn)
+    store.write({"version": 1, "queries": [_entry("kinds")]})
+    live = LiveRegistry(store, demo)
+    assert set(live.entries) == {"kinds"} and store._watcher is None  # no thread before the fork
+    store.dsn = "postgresql://nobody@127.0.0.1:1/none?connect_timeout=1"
+
+    def child(out):
+        live.watch()
+        time.sleep(0.6)  # the watcher fails to reach the database a few times
+        out.put(sorted(live.entries))
+
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    proc = ctx.Process(target=child, args=(out,))
+    proc.start()
+    try:
+        assert out.get(timeout=30) == ["kinds"]
+    finally:
+        proc.join(timeout=30)
 
 
 def _cli(env: dict, *args: str) -> subprocess.CompletedProcess:

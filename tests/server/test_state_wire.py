@@ -1,6 +1,6 @@
 """The shared limits' statements over libpq (server/state_wire.py), on real PostgreSQL: rows come back as
 text with NULL as None; a statement the server refuses raises Refused and leaves the connection good;
-one cancelled halfway leaves the wire broken (what the server sends next belongs to no one); a
+one cancelled halfway is read to its end before the next is sent; a
 connection whose session ended is Broken; and SharedLimits, given a broken wire, takes its own
 limits for that call and a new connection after."""
 
@@ -43,16 +43,20 @@ async def test_a_refused_statement_names_its_sqlstate_and_the_connection_stays_g
     assert (await (await conn.execute("SELECT 2")).fetchone()) == (2,)  # psycopg's own path still works
 
 
-async def test_a_statement_cancelled_halfway_leaves_the_wire_broken(wire):
-    w, _ = wire
-    task = asyncio.ensure_future(w.ask(b"sleep", [b"5"]))
-    await asyncio.sleep(0.2)
+async def test_a_statement_cancelled_halfway_is_read_to_its_end_before_the_next(wire):
+    """The caller goes; what the server answers it is still read, so the next statement gets its own
+    answer on the same connection (whose session, and advisory locks, stay)."""
+    w, conn = wire
+    pid = conn.info.backend_pid
+    task = asyncio.ensure_future(w.ask(b"sleep", [b"0.5"]))
+    await asyncio.sleep(0.1)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert w.broken
-    with pytest.raises(Broken):
-        await w.ask(b"divide", [b"1"])
+    assert not w.broken
+    started = time.monotonic()
+    assert await w.ask(b"divide", [b"1"]) == [(b"1",)]  # after the sleep's own answer
+    assert time.monotonic() - started >= 0.3 and conn.info.backend_pid == pid
 
 
 async def test_a_session_that_ended_is_broken(wire, pg_dsn):
@@ -71,7 +75,7 @@ async def test_shared_limits_on_a_broken_wire_fall_back_once_then_connect_again(
     try:
         assert await limits.take("principal:w", 5, 0.0001) == 0.0
         first = limits._conn
-        limits._wire.broken = True  # as a cancellation halfway leaves it
+        limits._wire.broken = True  # as a connection lost halfway leaves it
         with pytest.raises(Unavailable):
             await limits.take("principal:w", 5, 0.0001)
         assert limits._conn is None and first.closed

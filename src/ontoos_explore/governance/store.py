@@ -82,6 +82,7 @@ DEMO_REGISTRY = Path(__file__).resolve().parent.parent / "data" / "demo_queries.
 DEFAULT_FILE = Path("queries.yaml")  # the `queries` setting's default
 
 
+UNREACHABLE = "unreachable"  # the stamp of a store that cannot be asked (a database registry away): logged once
 UNCHANGED = object()  # what an `update` change returns when the entry is already as asked: nothing is written
 
 
@@ -321,6 +322,12 @@ class LiveRegistry:
         self._checked = clock()
         self.refresh()
 
+    def watch(self) -> None:
+        """In a serving process (its lifespan): a store that has a watcher of its own starts it."""
+        watch = getattr(self.store, "watch", None)
+        if watch is not None:
+            watch()
+
     def current(self):
         """The Registry to answer from: re-checked first if `interval` has passed since the last check."""
         now = self._clock()
@@ -334,12 +341,19 @@ class LiveRegistry:
 
         with self._lock:
             self._checked = self._clock()
-            stamp = self.store.stamp()
-            if self._loaded and stamp == self._stamp:
-                return False
             try:
-                registry = Registry.load(self.store, self.contract)
+                stamp = self.store.stamp()  # a database registry that cannot be asked: as a file that cannot be read
             except RegistryFileError as e:
+                stamp, registry = UNREACHABLE, e
+            else:
+                if self._loaded and stamp == self._stamp:
+                    return False
+                try:
+                    registry = Registry.load(self.store, self.contract)
+                except RegistryFileError as e:
+                    registry = e
+            if isinstance(registry, RegistryFileError):
+                e = registry
                 self._stamp, self._loaded, self.error = stamp, True, e
                 if stamp != self._failed:
                     self._failed = stamp

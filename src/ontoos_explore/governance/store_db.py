@@ -12,11 +12,12 @@ with a version that every write increments:
   so changes from any process are serialized, and what a change checks is
   what it writes;
 - a server reads the version every `POLL_S` (0.25) seconds on a thread of
-  its own (started in the process that serves, so a fork never copies it),
-  and the document when the version moved: `stamp()` and `read()` then cost
-  no I/O on the event loop, and a change made anywhere is served within a
-  second. While the database cannot be reached, the last document read goes
-  on being served (logged once);
+  its own (`watch()`, from the lifespan of the process that serves, so a
+  fork never copies it), and the document when the version moved: `stamp()`
+  and `read()` then cost no I/O on the event loop, and a change made
+  anywhere is served within a second. While the database cannot be reached,
+  the last document read (by this process, or its parent before the fork)
+  goes on being served (logged once);
 - a row not written yet reads as the seed (the shipped demo registry on the
   demo contract), or as an empty registry.
 
@@ -82,8 +83,9 @@ class DatabaseStore(RegistryStore):
         self.path = LABEL
         self.seed = seed
         self.dsn = dsn
-        self._cache: tuple[dict[str, Any], int | None] | None = None  # (document, version) the watcher read
-        self._watcher: int | None = None  # the pid whose thread watches
+        self._cache: tuple[dict[str, Any], int | None] | None = None  # (document, version) last read
+        self._watcher: tuple[int, int] | None = None  # (pid, generation) of the thread that watches
+        self._generation = 0
         self._guard = threading.Lock()
         self._down = False
 
@@ -128,54 +130,59 @@ class DatabaseStore(RegistryStore):
     # ------------------------------------------------------------ reading
 
     def stamp(self) -> int | None:  # type: ignore[override]
-        """The document's version (None: none written): what the watcher last saw, in a server."""
-        self._watch()
+        """The document's version (None: none written): what the watcher last saw, in a serving process;
+        else asked now."""
         with self._guard:
-            if self._cache is not None:
-                return self._cache[1]
+            if self._watching():
+                return self._cache[1] if self._cache is not None else None
         return self.read()[1]
 
     def read(self) -> tuple[dict[str, Any], int | None]:  # type: ignore[override]
         with self._guard:
-            if self._cache is not None and self._watcher == os.getpid():
+            if self._watching() and self._cache is not None:
                 data, version = self._cache
                 return copy.deepcopy(data), version  # callers may change what they read
         return self.read_uncached()
 
-    # ------------------------------------------------------------ watching, in a server
-
-    def _watch(self) -> None:
-        """Start the watcher of this process (once per pid: a forked worker starts its own)."""
-        with self._guard:
-            if self._watcher == os.getpid():
-                return
-            self._watcher, self._cache = os.getpid(), None
-        try:
-            first = self.read_uncached()
-        except RegistryFileError as e:
-            log.warning("%s; no named queries until it can", e.message)
-            first = ({}, None)
-        with self._guard:
-            self._cache = first
-        threading.Thread(target=self._poll, name="ontoos-registry", daemon=True).start()
-
-    def stop(self) -> None:
-        """Stop watching (the thread ends within POLL_S); the next `stamp()` starts again."""
-        with self._guard:
-            self._watcher, self._cache = None, None
-
     def read_uncached(self) -> tuple[dict[str, Any], int | None]:
+        """The document as the database has it now (kept as the last read: what a watcher starts from)."""
         try:
             with self._connect() as conn:
-                return self._fetch(conn)
+                fetched = self._fetch(conn)
         except psycopg.Error as e:
             raise self._unavailable(e) from None
+        with self._guard:
+            self._cache = fetched
+        return copy.deepcopy(fetched[0]), fetched[1]
 
-    def _poll(self) -> None:
-        pid = os.getpid()
+    # ------------------------------------------------------------ watching, in a serving process
+
+    def _watching(self) -> bool:
+        return self._watcher == (os.getpid(), self._generation)
+
+    def watch(self) -> None:
+        """Watch from now on, in this process (a server's lifespan calls it, after any fork: a thread is
+        never copied into a worker half-way through a lock): `stamp()` and `read()` then answer from what
+        the thread last read, starting with the last document read here (by the parent, before a fork)."""
+        with self._guard:
+            if self._watching():
+                return
+            self._generation += 1
+            self._watcher = (os.getpid(), self._generation)
+            mine = self._watcher
+        threading.Thread(target=self._poll, args=(mine,), name="ontoos-registry", daemon=True).start()
+
+    def stop(self) -> None:
+        """Stop watching (the thread ends within POLL_S)."""
+        with self._guard:
+            self._watcher = None
+
+    def _poll(self, mine: tuple[int, int]) -> None:
         conn = None
-        while self._watcher == pid:
-            time.sleep(POLL_S)
+        while True:
+            with self._guard:
+                if self._watcher != mine:
+                    break
             try:
                 if conn is None or conn.closed:
                     conn = self._connect()
@@ -186,7 +193,8 @@ class DatabaseStore(RegistryStore):
                 seen = None if row is None or row[0] == 0 else row[0]
                 with self._guard:
                     known = self._cache[1] if self._cache is not None else None
-                if seen != known:
+                    stale = self._cache is None or seen != known
+                if stale:
                     fetched = self._fetch(conn)
                     with self._guard:
                         self._cache = fetched
@@ -202,6 +210,10 @@ class DatabaseStore(RegistryStore):
                     with contextlib.suppress(psycopg.Error):
                         conn.close()
                 conn = None
+            time.sleep(POLL_S)
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
 
     # ------------------------------------------------------------ writing
 
@@ -234,8 +246,6 @@ class DatabaseStore(RegistryStore):
 
     def _refresh_cache(self) -> None:
         """This process's own change is served at once (the watcher would see it within POLL_S)."""
-        if self._watcher == os.getpid():
+        if self._watching():
             with contextlib.suppress(RegistryFileError):
-                fresh = self.read_uncached()
-                with self._guard:
-                    self._cache = fresh
+                self.read_uncached()

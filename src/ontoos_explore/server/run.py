@@ -114,6 +114,8 @@ def http_app(contract: Contract, settings: Settings, dsn: str, config: ServerCon
                 following = asyncio.ensure_future(sign_outs.follow())
         if tools.audit is not None:
             await tools.audit.start()
+        if isinstance(tools.registry, LiveRegistry):
+            tools.registry.watch()  # a registry in the database: its watcher, in this process
         try:
             async with watching(lake, pool, dsn, settings, announce=not quiet):
                 gc.collect()
@@ -148,6 +150,8 @@ async def run_stdio(contract: Contract, settings: Settings, dsn: str, principal:
     audit = audit_writer(settings, dsn)
     if audit is not None:
         await audit.start()
+    if isinstance(registry, LiveRegistry):
+        registry.watch()
     lake = LakeState(contract, settings.min_cli_version)
     try:
         tools = Tools(contract, Explorer(contract, Executor(pool, settings), lake=lake), registry, audit,

@@ -114,10 +114,14 @@ class SharedLimits:
         try:
             conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True, connect_timeout=self.connect_timeout_s,
                                                          cursor_factory=psycopg.AsyncRawCursor)
-            async with conn.transaction():
-                await conn.execute(SCHEMA)
-            wire = Wire(conn)
-            await wire.prepare(HOT)
+            try:
+                async with conn.transaction():
+                    await conn.execute(SCHEMA)
+                wire = Wire(conn)
+                await wire.prepare(HOT)
+            except BaseException:
+                await conn.close()
+                raise
         except (psycopg.Error, OSError, Broken, Refused):
             self._retry_at = time.monotonic() + RETRY_S
             if not self._down_logged:

@@ -7,8 +7,10 @@ anything (the cursor, its generators, a reader and a future per wait); sent
 with `psycopg.pq` (psycopg's documented libpq wrapper) on the same connection
 it costs about 60 (`benchmarks/shared_limits_bench.py`). `Wire` does only
 that: statements prepared by name when the connection is made, parameters
-and results as text, one statement at a time (its caller holds a lock), and
-any failure, or a cancellation halfway, leaves the connection to be dropped:
+and results as text, one statement at a time (its caller holds a lock). A
+caller cancelled halfway leaves its statement's results to be read in the
+background, before the next statement is sent, so the connection (and the
+advisory locks its session holds) stays; a failure leaves it to be dropped:
 `Broken` (a statement the server refused: `Refused`, the connection still
 good). psycopg's own `execute` may still be used on the connection between
 two calls (nothing is left pending).
@@ -45,6 +47,7 @@ class Wire:
     def __init__(self, conn: psycopg.AsyncConnection) -> None:
         self.pg = conn.pgconn
         self.broken = False
+        self._draining: asyncio.Future | None = None  # the results of a statement whose caller was cancelled
 
     async def prepare(self, statements: dict[bytes, str]) -> None:
         for name, sql in statements.items():
@@ -56,29 +59,19 @@ class Wire:
         return [tuple(result.get_value(r, c) for c in range(result.nfields)) for r in range(result.ntuples)]
 
     async def _run(self, send) -> pq.PGresult:
+        if self._draining is not None:  # a statement cancelled before: its results first
+            await asyncio.shield(self._draining)
         if self.broken:
             raise Broken()
-        done = False
         try:
             send()
-            loop = asyncio.get_running_loop()
-            while self.pg.flush() != 0:  # the socket's buffer full: wait until it can be written
-                await self._ready(loop.add_writer, loop.remove_writer)
-            last = None
-            while True:
-                while self.pg.is_busy():
-                    await self._ready(loop.add_reader, loop.remove_reader)
-                    self.pg.consume_input()
-                result = self.pg.get_result()
-                if result is None:
-                    break
-                last = result
-            done = True
+            last = await self._finish()
+        except asyncio.CancelledError:  # sent: read what it answers in the background, the connection stays good
+            self._draining = asyncio.ensure_future(self._drain())
+            raise
         except psycopg.Error as e:
+            self.broken = True
             raise Broken() from e
-        finally:
-            if not done:  # cancelled or failed halfway: what the server sends next belongs to no one
-                self.broken = True
         if last is None or self.pg.status != pq.ConnStatus.OK:
             self.broken = True
             raise Broken()
@@ -86,6 +79,30 @@ class Wire:
             state = last.error_field(pq.DiagnosticField.SQLSTATE)
             raise Refused(state.decode() if state else None)
         return last
+
+    async def _finish(self) -> pq.PGresult | None:
+        """The rest of the statement sent: flush it, then read every result; the last one."""
+        loop = asyncio.get_running_loop()
+        while self.pg.flush() != 0:  # the socket's buffer full: wait until it can be written
+            await self._ready(loop.add_writer, loop.remove_writer)
+            self.pg.consume_input()  # what the server sent meanwhile, so that it never waits on us
+        last = None
+        while True:
+            while self.pg.is_busy():
+                await self._ready(loop.add_reader, loop.remove_reader)
+                self.pg.consume_input()
+            result = self.pg.get_result()
+            if result is None:
+                return last
+            last = result
+
+    async def _drain(self) -> None:
+        try:
+            await self._finish()
+        except BaseException:  # noqa: BLE001 - gone, or cancelled again: the connection is not to be used
+            self.broken = True
+        finally:
+            self._draining = None
 
     async def _ready(self, add, remove) -> None:
         fd = self.pg.socket

@@ -107,8 +107,10 @@ class Spool:
         self.directory = directory
         self.owner = f"{os.getpid()}-{secrets.token_hex(4)}"
         self._lock = directory / f"{self.owner}.lock"
-        self._lock_fd = os.open(self._lock, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        making = directory / f"{self.owner}.locking"  # not a *.lock until it is locked: no claimer takes it first
+        self._lock_fd = os.open(making, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        os.rename(making, self._lock)
         self.appended = 0  # this process's events, in order
         self.broken = False
         self._segment = 0
@@ -127,7 +129,9 @@ class Spool:
                 self._segment += 1
                 self._fd = os.open(self._path(self._segment), os.O_CREAT | os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC,
                                    0o600)
-            os.write(self._fd, line_of(event))
+            line = line_of(event)
+            if os.write(self._fd, line) != len(line):  # a full disk can cut a write short
+                raise OSError(0, "a short write")
         except OSError as e:
             self.broken = True
             log.error("audit spool %s cannot be written (%s): events are held in memory only from now on",
@@ -183,21 +187,30 @@ class Spool:
                 fd = os.open(lock, os.O_RDWR | os.O_CLOEXEC)
             except FileNotFoundError:  # claimed and released by another process meanwhile
                 continue
+            except OSError as e:  # another user's, say: not ours to claim
+                log.warning("audit spool: %s cannot be claimed (%s)", lock.name, e.strerror or type(e).__name__)
+                continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:  # its owner is alive (or another process is claiming it)
+            except OSError:  # its owner is alive (or another process is claiming it)
                 os.close(fd)
                 continue
-            segments = sorted(self.directory.glob(f"{owner}.*.jsonl"))
-            events, skipped = [], 0
-            for path in segments:
-                for line in path.read_bytes().splitlines():
-                    if not line.strip():
-                        continue
-                    event = event_of(line)
-                    if event is None:
-                        skipped += 1
-                    else:
-                        events.append(event)
+            try:
+                segments = sorted(self.directory.glob(f"{owner}.*.jsonl"))
+                events, skipped = [], 0
+                for path in segments:
+                    for line in path.read_bytes().splitlines():
+                        if not line.strip():
+                            continue
+                        event = event_of(line)
+                        if event is None:
+                            skipped += 1
+                        else:
+                            events.append(event)
+            except OSError as e:
+                log.warning("audit spool: the files of %s cannot be read (%s); left for a later start", owner,
+                            e.strerror or type(e).__name__)
+                os.close(fd)
+                continue
             out.append(Claimed(owner, events, skipped, [*segments, lock], fd))
         return out

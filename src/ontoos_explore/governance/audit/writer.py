@@ -63,6 +63,7 @@ class AuditWriter:
     recovered: int = 0  # events a killed process left in the spool, claimed at start
     left: int = 0  # still queued at close, and kept in the spool for the next start
     _claimed: list[Claimed] = field(default_factory=list, repr=False)
+    _backlog: list[Event] = field(default_factory=list, repr=False)  # claimed events, written a batch at a time first
     _queue: asyncio.Queue | None = field(default=None, repr=False)
     _task: asyncio.Task | None = field(default=None, repr=False)
     _pending: list[Event] = field(default_factory=list, repr=False)
@@ -122,7 +123,10 @@ class AuditWriter:
 
     async def start(self) -> None:
         if self.spool is not None:
-            self._claim()
+            try:
+                self._claim()
+            except Exception:  # never keep a server from starting: what was not claimed waits for a later start
+                log.exception("audit spool: claiming what ended processes left failed")
         try:
             self._conn = await self._open()
         except (psycopg.Error, OSError):
@@ -141,14 +145,17 @@ class AuditWriter:
                 continue
             log.warning("audit: %d events left unwritten by ended process %s are written now", len(claimed.events),
                         claimed.owner)
-            self._pending.extend(claimed.events)
+            self._backlog.extend(claimed.events)
             self.recovered += len(claimed.events)
             self._queued += len(claimed.events)
             self._bytes += sum(e.size() for e in claimed.events)
 
     def _settle(self) -> None:
-        """After a flush (nothing pending): what was claimed is in the store, and so are this process's
-        first `written + rejected - recovered` events."""
+        """After a flush (nothing pending): the next batch of the claimed backlog, if any is left; else what
+        was claimed is in the store, and so are this process's first `written + rejected - recovered` events."""
+        if self._backlog:
+            self._pending, self._backlog = self._backlog[: self.batch], self._backlog[self.batch:]
+            return
         for claimed in self._claimed:
             claimed.release()
         self._claimed.clear()
@@ -228,7 +235,9 @@ class AuditWriter:
         try:
             while True:
                 try:
-                    if not self._pending and not stopping:
+                    if not self._pending and self._backlog:
+                        self._settle()  # the claimed backlog's first batch
+                    elif not self._pending and not stopping:
                         stopping = await self._collect()
                     await self._flush()
                     self._settle()
@@ -349,6 +358,7 @@ class AuditWriter:
         if self._task is None:
             if self.spool is not None:  # never started: what was recorded stays in the spool
                 self.left += self._queued
+                self._queued = self._bytes = 0
                 self.spool.close()
             return
         self._queue.put_nowait(None)  # the stop marker goes behind every queued event
@@ -372,6 +382,7 @@ class AuditWriter:
         for claimed in self._claimed:  # not written: they stay where they were, for the next start
             claimed.abandon()
         self._claimed.clear()
+        self._backlog.clear()
         if self._queued and self.spool is not None and not self.spool.broken:
             self.left += self._queued
             log.error("audit: %d events could not be written before shutdown (the store is unavailable); they are "
@@ -380,6 +391,7 @@ class AuditWriter:
             self.lost += self._queued
             log.error("audit: %d events could not be written before shutdown (the store is unavailable): lost",
                       self._queued)
+        self._queued = self._bytes = 0
         if self.spool is not None:
             self.spool.close()
         unwritten = sum(g.events for g in self._gaps) + (self._drops[2] if self._drops else 0)
