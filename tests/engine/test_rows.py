@@ -19,7 +19,7 @@ from ontoos_explore.engine.rows import MASK, decimal_text, iso_text, json_cell, 
 
 # kind -> (PostgreSQL type the value is cast to, values)
 CELLS = {
-    "text": ("text", st.text(st.characters(blacklist_characters="\x00"), max_size=8)),
+    "text": ("text", st.text(st.characters(codec="utf-8", blacklist_characters="\x00"), max_size=8)),
     "integer": ("int8", st.integers(-(2**63), 2**63 - 1)),
     "boolean": ("bool", st.booleans()),
     "numeric": ("numeric", st.decimals(allow_nan=False, allow_infinity=False, places=4,

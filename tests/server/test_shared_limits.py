@@ -151,3 +151,25 @@ def test_the_limit_of_requests_without_a_token_is_the_deployments(pair):
     asked = json.dumps({"dataset": "workloads", "fields": ["name"], "limit": 1})
     statuses = [request(pair[i % 2], "POST", "/api/v1/explore", body=asked, who=None).status for i in range(10)]
     assert statuses.count(401) == 3 and statuses.count(429) == 7  # bursts of 3 per address, in all
+
+
+async def test_a_slot_taken_for_a_caller_cancelled_meanwhile_is_given_back(two, state_dsn):
+    """The statement is in the database when its caller goes (its bucket row locked, as a busy primary
+    would hold it): its answer is still read, and the slot it took goes back, so another process gets it."""
+    a, b = two
+    assert await a.take("principal:zed", 5, SLOW) == 0.0  # the connection, the schema and the row exist
+    with psycopg.connect(state_dsn) as blocker:
+        blocker.execute("LOCK TABLE ontoos_state.buckets IN EXCLUSIVE MODE")
+        task = asyncio.ensure_future(a.take_and_acquire("principal:zed", 5, SLOW, "zed", 1))
+        await asyncio.sleep(0.3)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    # the lock is gone: the statement ends, takes the slot, and this process gives it back
+    deadline = time.monotonic() + 5
+    got = None
+    while got is None and time.monotonic() < deadline:
+        got = await b.acquire("zed", 1)
+        await asyncio.sleep(0.05)
+    assert got is not None
+    assert a._wire is not None and not a._wire.broken  # the same connection, still good

@@ -149,12 +149,12 @@ class SharedLimits:
                 await self._drop()
                 raise Unavailable() from None
 
-    async def call(self, name: bytes, params: list[bytes | None]) -> list[tuple[bytes | None, ...]]:
-        """A statement of `HOT` through the wire: its rows, as text."""
+    async def call(self, name: bytes, params: list[bytes | None], abandoned=None) -> list[tuple[bytes | None, ...]]:
+        """A statement of `HOT` through the wire: its rows, as text (`abandoned`: `Wire.ask`'s)."""
         async with self._lock:
             await self._connection()
             try:
-                return await self._wire.ask(name, params)
+                return await self._wire.ask(name, params, abandoned)
             except (Broken, Refused) as e:
                 log.warning("the shared limits' database refused a statement (%s): this process keeps its own "
                             "limits for now", "the connection is gone" if isinstance(e, Broken) else
@@ -194,19 +194,24 @@ class SharedLimits:
         self._held[(principal, slot)] = self._generation
         return slot, self._generation
 
+    def _abandoned(self, principal: str, column: int):
+        """What gives back the slot a statement took for a caller cancelled meanwhile (its rows come in
+        the background: the slot is recorded, then released, never left held)."""
+        def give_back(rows: list[tuple[bytes | None, ...]]) -> None:
+            taken = self._taken(principal, _slot(rows[0][column]) if rows else None)
+            if taken is not None:
+                asyncio.ensure_future(self.release(principal, taken))
+        return give_back
+
     async def acquire(self, principal: str, cap: int) -> tuple[int, int] | None:
         """One of the principal's `cap` in-flight slots, as (slot, generation) to give back, or None when
         all are held (by any process). Unavailable when the database cannot be asked."""
         free = self._free(principal, cap)
         if not free:
             return None
-
-        async def ask():
-            rows = await self.call(b"ontoos_acquire", [text_array([slot_key(principal, i) for i in free]),
-                                                       text_array(free)])
-            return self._taken(principal, _slot(rows[0][0]) if rows else None)
-
-        return await self._kept(principal, ask(), lambda got: got)
+        rows = await self.call(b"ontoos_acquire", [text_array([slot_key(principal, i) for i in free]),
+                                                   text_array(free)], self._abandoned(principal, 0))
+        return self._taken(principal, _slot(rows[0][0]) if rows else None)
 
     async def take_and_acquire(self, key: str, burst: int, per_second: float, principal: str,
                                cap: int) -> tuple[float, tuple[int, int] | None, float]:
@@ -216,28 +221,12 @@ class SharedLimits:
         if not free:  # every slot is this process's own: the token alone
             wait, tokens = await self.take_counted(key, burst, per_second)
             return wait, None, tokens
-
-        async def ask():
-            ((taken, tokens, slot),) = await self.call(
-                b"ontoos_take_and_acquire", [key.encode(), _float(burst), _float(per_second),
-                                             text_array([slot_key(principal, i) for i in free]), text_array(free)])
-            tokens = float(tokens)
-            return (0.0 if taken == b"t" else (1.0 - tokens) / per_second), self._taken(principal, _slot(slot)), tokens
-
-        return await self._kept(principal, ask(), lambda got: got[1])
-
-    async def _kept(self, principal: str, asking, slot_of):
-        """`asking` to its end even if the caller is cancelled meanwhile (the lock may be taken in the
-        database by then): a slot so taken is recorded, then given back, never left held."""
-        task = asyncio.ensure_future(asking)
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            def give_back(t: asyncio.Task) -> None:
-                if not t.cancelled() and t.exception() is None and slot_of(t.result()) is not None:
-                    asyncio.ensure_future(self.release(principal, slot_of(t.result())))
-            task.add_done_callback(give_back)
-            raise
+        ((taken, tokens, slot),) = await self.call(
+            b"ontoos_take_and_acquire", [key.encode(), _float(burst), _float(per_second),
+                                         text_array([slot_key(principal, i) for i in free]), text_array(free)],
+            self._abandoned(principal, 2))
+        tokens = float(tokens)
+        return (0.0 if taken == b"t" else (1.0 - tokens) / per_second), self._taken(principal, _slot(slot)), tokens
 
     async def release(self, principal: str, taken: tuple[int, int]) -> None:
         """Give a slot back (a slot of a connection since broken was given back with it). This process holds

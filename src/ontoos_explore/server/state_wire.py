@@ -53,12 +53,12 @@ class Wire:
         for name, sql in statements.items():
             await self._run(lambda: self.pg.send_prepare(name, sql.encode()))
 
-    async def ask(self, name: bytes, params: list[bytes | None]) -> list[tuple[bytes | None, ...]]:
-        """The rows of the prepared statement `name` (values as text bytes, None for NULL)."""
-        result = await self._run(lambda: self.pg.send_query_prepared(name, params))
-        return [tuple(result.get_value(r, c) for c in range(result.nfields)) for r in range(result.ntuples)]
+    async def ask(self, name: bytes, params: list[bytes | None], abandoned=None) -> list[tuple[bytes | None, ...]]:
+        """The rows of the prepared statement `name` (values as text bytes, None for NULL). `abandoned(rows)`:
+        called with them if the caller was cancelled after sending it (what it took is then given back)."""
+        return _rows(await self._run(lambda: self.pg.send_query_prepared(name, params), abandoned))
 
-    async def _run(self, send) -> pq.PGresult:
+    async def _run(self, send, abandoned=None) -> pq.PGresult:
         if self._draining is not None:  # a statement cancelled before: its results first
             await asyncio.shield(self._draining)
         if self.broken:
@@ -67,7 +67,7 @@ class Wire:
             send()
             last = await self._finish()
         except asyncio.CancelledError:  # sent: read what it answers in the background, the connection stays good
-            self._draining = asyncio.ensure_future(self._drain())
+            self._draining = asyncio.ensure_future(self._drain(abandoned))
             raise
         except psycopg.Error as e:
             self.broken = True
@@ -96,13 +96,16 @@ class Wire:
                 return last
             last = result
 
-    async def _drain(self) -> None:
+    async def _drain(self, abandoned) -> None:
         try:
-            await self._finish()
+            last = await self._finish()
         except BaseException:  # noqa: BLE001 - gone, or cancelled again: the connection is not to be used
             self.broken = True
+            return
         finally:
             self._draining = None
+        if abandoned is not None and last is not None and last.status in _OK:
+            abandoned(_rows(last))
 
     async def _ready(self, add, remove) -> None:
         fd = self.pg.socket
@@ -112,3 +115,7 @@ class Wire:
             await waiter
         finally:
             remove(fd)
+
+
+def _rows(result: pq.PGresult) -> list[tuple[bytes | None, ...]]:
+    return [tuple(result.get_value(r, c) for c in range(result.nfields)) for r in range(result.ntuples)]
