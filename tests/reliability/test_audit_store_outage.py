@@ -164,6 +164,20 @@ async def test_an_event_the_store_refuses_is_isolated_counted_and_the_rest_writt
     assert events[17].id in gaps[0]["detail"] and "CheckViolation" in gaps[0]["detail"]
 
 
+async def test_an_event_refused_again_is_still_one_gap(store):
+    """Written again (claimed from a killed process's spool, say), a refused event is refused again: the
+    gap is named after it, so the trail still says one event is missing, not two."""
+    store.reset_audit()
+    bogus = _event(3, outcome="bogus")
+    for _ in range(2):
+        writer = AuditWriter(store.dsn, interval=0.05, retry=0.1)
+        await writer.start()
+        writer.record(bogus)
+        await writer.close()
+        assert writer.rejected == 1
+    assert [(g["id"], g["reason"], g["events"]) for g in store.gaps()] == [(f"rejected:{bogus.id}", "REJECTED", 1)]
+
+
 async def test_a_batch_written_twice_neither_duplicates_nor_blocks(store):
     """A commit whose answer was lost is retried: the events already there are skipped, the others written."""
     store.reset_audit()

@@ -337,7 +337,8 @@ class AuditWriter:
         detail = (f"event {event.id} ({event.surface}, {event.principal}, {event.outcome}) was refused by the store: "
                   f"{type(e).__name__}" + (f" SQLSTATE {state}" if state else ""))
         log.error("audit: %s", detail)
-        self._gaps.append(Gap(new_id(), dt.datetime.now(dt.timezone.utc), "REJECTED", 1, event.at, event.at,
+        # named after its event: refused again (claimed from a spool after a kill), it is one gap, not two
+        self._gaps.append(Gap(f"rejected:{event.id}", dt.datetime.now(dt.timezone.utc), "REJECTED", 1, event.at, event.at,
                               _writer_name(), detail))
 
     def _seal_drops(self) -> None:
