@@ -79,9 +79,27 @@ async def diagnose(contract_path: Path, settings: Settings, server: str | None =
         checks.append(Check("database", FAIL, "the database cannot be reached", [{"error": type(e).__name__}]))
         return checks + _skipped("the database cannot be reached", server)[1:]
     checks.append(await _registry(contract, settings, dsn, found))
+    checks.append(_spool(settings, dsn))
     if server is not None:
         checks.append(_server(server, token))
     return checks
+
+
+def _spool(settings: Settings, dsn: str) -> Check:
+    """Audit events left on this machine's disk by server processes that ended before writing them."""
+    from .governance.audit.spool import directory_for, waiting
+
+    if not settings.audit or settings.audit_spool is None:
+        return Check("spool", SKIP, "the audit or its spool is off (ONTOOS_AUDIT, ONTOOS_AUDIT_SPOOL)")
+    directory = directory_for(settings.audit_spool, settings.audit_dsn or dsn)
+    left = [{"owner": owner, "events": n} for owner, n, alive in waiting(directory) if not alive and n]
+    running = sum(1 for _, _, alive in waiting(directory) if alive)
+    if not left:
+        return Check("spool", OK, f"no audit events wait on this machine's disk ({running} server processes "
+                                  "spooling now)", [{"directory": str(directory)}])
+    events = sum(d["events"] for d in left)
+    return Check("spool", WARN, f"{events} audit events left by {len(left)} ended server processes wait in "
+                                f"{directory}: the next server to start on this machine writes them", left)
 
 
 def _skipped(why: str, server: str | None) -> list[Check]:

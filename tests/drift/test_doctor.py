@@ -36,6 +36,7 @@ def env(monkeypatch, tmp_path):
     monkeypatch.setenv("ONTOOS_CONTRACT", str(CONTRACT))
     monkeypatch.setenv("ONTOOS_ROLE_PREFIX", PREFIX)
     monkeypatch.setenv("ONTOOS_QUERIES", str(path))
+    monkeypatch.setenv("ONTOOS_AUDIT_SPOOL", str(tmp_path / "spool"))
     return monkeypatch
 
 
@@ -53,7 +54,8 @@ def test_doctor_on_the_demo_is_clean_with_the_lakes_warnings(pg_dsn, env, capsys
     code, checks = doctor(capsys, "--dsn", pg_dsn)
     assert code == 0
     assert {n: c["status"] for n, c in checks.items()} == {
-        "contract": "ok", "database": "ok", "drift": "ok", "grants": "ok", "freshness": "warn", "registry": "warn"}
+        "contract": "ok", "database": "ok", "drift": "ok", "grants": "ok", "freshness": "warn", "registry": "warn",
+        "spool": "ok"}
     assert checks["database"]["details"][0]["standby"] is False  # a primary
     worrying = {d["dataset"]: d for d in checks["freshness"]["details"] if d["fresh"] is not True}
     assert set(worrying) == {"tables", "databases", "hosts"}  # cmdb is stale; hosts has no source
@@ -150,6 +152,30 @@ def test_a_publish_log_that_fails_to_read_fails_freshness_alone(pg_dsn, demo, en
                         "as_of FROM lake.publish_log_kept WHERE 1 / (length(source) - length(source)) = 1")
     code, checks = doctor(capsys, "--dsn", dsn)
     assert code == 2
-    assert [n for n in checks] == ["contract", "database", "drift", "grants", "freshness", "registry"]
+    assert [n for n in checks] == ["contract", "database", "drift", "grants", "freshness", "registry", "spool"]
     assert checks["database"]["status"] == "ok" and checks["drift"]["status"] == "ok"  # kept, not skipped
     assert checks["freshness"]["status"] == "fail" and checks["freshness"]["details"] == [{"sqlstate": "22012"}]
+
+
+def test_events_a_killed_server_left_in_the_spool_are_reported_not_claimed(pg_dsn, env, capsys, tmp_path):
+    """doctor reads the spool and says what waits there (a warning: the next start writes it); it takes
+    nothing, and a live owner's files are not counted."""
+    from ontoos_explore.governance.audit import Spool, spool_directory
+    from tests.governance.helpers import ev
+    from tests.governance.test_audit import _down_dsn
+    from tests.governance.test_audit_spool import _killed_with_events
+
+    directory = spool_directory(tmp_path / "spool", pg_dsn)  # the store: the exploration database
+    nothing = tmp_path / "nothing"
+    nothing.mkdir()
+    _killed_with_events(_down_dsn(pg_dsn, nothing), directory, 7)
+    alive = Spool(directory)
+    alive.append(ev("doctor-live"))
+    try:
+        code, checks = doctor(capsys, "--dsn", pg_dsn)
+    finally:
+        alive.close()
+    spool = checks["spool"]
+    assert code == 0 and spool["status"] == "warn" and "7 audit events left by 1 ended" in spool["summary"]
+    assert [d["events"] for d in spool["details"]] == [7]
+    assert len(list(directory.glob("*.jsonl"))) == 2  # nothing was claimed

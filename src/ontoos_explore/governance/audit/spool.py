@@ -25,6 +25,7 @@ where `<owner>` is `<pid>-<random>`.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import fcntl
 import hashlib
@@ -214,3 +215,28 @@ class Spool:
                 continue
             out.append(Claimed(owner, events, skipped, [*segments, lock], fd))
         return out
+
+
+def waiting(directory: Path) -> list[tuple[str, int, bool]]:
+    """What the spool holds, without claiming it: (owner, lines in its segments, whether it is alive)."""
+    out = []
+    for lock in sorted(directory.glob("*.lock")) if directory.is_dir() else []:
+        owner = lock.name[: -len(".lock")]
+        try:
+            fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                alive = False
+            except OSError:
+                alive = True
+            lines = 0
+            for path in directory.glob(f"{owner}.*.jsonl"):
+                with contextlib.suppress(OSError):
+                    lines += sum(1 for line in path.read_bytes().splitlines() if line.strip())
+        finally:
+            os.close(fd)  # closing drops the shared lock taken to look
+        out.append((owner, lines, alive))
+    return out
