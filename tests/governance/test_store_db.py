@@ -172,3 +172,16 @@ def test_two_servers_with_no_file_in_common_serve_an_import_within_two_seconds(p
     finally:
         for srv in servers:
             srv.stop_cleanly()
+
+
+def test_an_import_mends_a_registry_file_that_cannot_be_read(tmp_path, pg_dsn):
+    """The default file registry, broken by a hand edit: import writes over it without reading it first."""
+    broken, good = tmp_path / "queries.yaml", tmp_path / "reviewed.yaml"
+    broken.write_text("queries: [unclosed\n")
+    good.write_text(yaml.safe_dump({"version": 1, "queries": [_entry("kinds")]}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONTOOS_")}
+    env.update({"ONTOOS_QUERIES": str(broken), "ONTOOS_DSN": pg_dsn, "ONTOOS_AUDIT": "off"})
+    assert _cli(env, "queries", "list").returncode != 0  # the premise: it cannot be read
+    done = _cli(env, "queries", "import", str(good))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [q["id"] for q in json.loads(_cli(env, "queries", "list").stdout)["data"]["queries"]] == ["kinds"]

@@ -97,11 +97,11 @@ def cmd_queries(args) -> int:
 
     contract = _load(args)
     store = _registry(args)
+    if args.action in ("import", "export"):  # before the registry is read: an import mends one that cannot be
+        return _import_export(args, store, contract)
     registry = Registry.load(store, contract)
     for ident, problem in registry.problems:
         sys.stderr.write(f"ontoos: named query {ident} skipped: {problem}\n")
-    if args.action in ("import", "export"):
-        return _import_export(args, store, contract)
     if args.action == "list":
         rows = [{"id": q.id, "title": q.title, "status": q.status, "domain": q.domain,
                  "parameters": [p.name for p in q.parameters]}

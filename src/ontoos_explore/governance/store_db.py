@@ -38,6 +38,7 @@ from typing import Any
 
 import psycopg
 
+from ..errors import Codes, ExploreError, InputError
 from .store import RegistryFileError, RegistryStore, _dump
 
 log = logging.getLogger("ontoos_explore.registry")
@@ -61,14 +62,25 @@ LOCK_ROW = "SELECT document, version FROM ontoos_state.registry WHERE id = 1 FOR
 WRITE = "UPDATE ontoos_state.registry SET document = %s, version = version + 1, changed_at = now() WHERE id = 1"
 
 
+class RegistryUnavailable(RegistryFileError):
+    """The database the registry lives in does not answer (a registry that cannot be read, as callers
+    take it, but not the reader's fault: UPSTREAM_UNAVAILABLE, and a hint that says so)."""
+
+    def __init__(self, problem: str) -> None:
+        ExploreError.__init__(self, Codes.UPSTREAM_UNAVAILABLE,
+                              f"the registry ({LABEL}) cannot be read: {problem}",
+                              hint="check that the audit database (ONTOOS_AUDIT_DSN, else ONTOOS_DSN) answers, and "
+                                   "try again; nothing was written to it")
+        self.path = LABEL
+        self.problem = problem
+
+
 def registry_dsn(settings) -> str | None:
     """Where the registry lives: None for the file (ONTOOS_REGISTRY=file), else the audit database."""
     if settings.registry != "database":
         return None
     dsn = settings.audit_dsn or settings.dsn
     if dsn is None:
-        from ..errors import Codes, InputError
-
         raise InputError(Codes.INVALID_REQUEST, "ONTOOS_REGISTRY=database needs the database it lives in",
                          hint="set ONTOOS_AUDIT_DSN (the primary every process writes to), or ONTOOS_DSN")
     return dsn
@@ -107,7 +119,7 @@ class DatabaseStore(RegistryStore):
         return psycopg.connect(self.dsn, autocommit=True, connect_timeout=5, application_name="ontoos-registry")
 
     def _unavailable(self, e: BaseException) -> RegistryFileError:
-        return RegistryFileError(self.path, f"the database cannot be reached ({type(e).__name__})")
+        return RegistryUnavailable(f"the database cannot be reached ({type(e).__name__})")
 
     def _document(self, text: str, version: int) -> tuple[dict[str, Any], int | None]:
         if version == 0:  # the row exists (a change began) but nothing was written yet

@@ -2,7 +2,8 @@
 
 `events.py` makes an `Event` of an answer, `tables.py` holds the schema and the
 writes, `writer.py` the queue and its background task (`AuditWriter`),
-`spool.py` the copy of the queue on local disk.
+`connection.py` the writer's connection to the store, `spool.py` the copy of
+the queue on local disk.
 
 Events go to the schema `ontoos_audit` (the exploration database by default,
 or `ONTOOS_AUDIT_DSN`). Recording never touches the database on the caller's

@@ -80,7 +80,7 @@ def write_idempotent(conn: psycopg.Connection, events: list[Event]) -> int:
     """COPY into the connection's temporary batch table, then insert what is not there yet.
 
     Returns the rows inserted (fewer than the events when a retried batch had
-    been committed already). The connection must come from `AuditWriter._connect`."""
+    been committed already). The connection must come from `connection.connect`."""
     with conn.transaction(), conn.cursor() as cur:
         with cur.copy(COPY_BATCH) as copy:
             for e in events:

@@ -11,28 +11,20 @@ import datetime as dt
 import logging
 import os
 import socket
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ...envelope import new_id
+from .connection import open_in_thread, store_down
 from .events import Event, Gap
 from .spool import Claimed, Spool
-from .tables import BATCH_TABLE, ensure_schema, write_gaps, write_idempotent
+from .tables import write_gaps, write_idempotent
 
 log = logging.getLogger("ontoos_explore.audit")
-
-
-def _store_down(e: BaseException, conn: psycopg.Connection | None) -> bool:
-    """A failure of the store (retry later), as opposed to a refusal of what was sent."""
-    if isinstance(e, (psycopg.OperationalError, psycopg.InterfaceError)):
-        return True
-    return conn is None or conn.closed or conn.broken
 
 
 def _writer_name() -> str:
@@ -128,7 +120,7 @@ class AuditWriter:
             except Exception:  # never keep a server from starting: what was not claimed waits for a later start
                 log.exception("audit spool: claiming what ended processes left failed")
         try:
-            self._conn = await self._open()
+            self._conn = await open_in_thread(self.dsn, self.statement_timeout_ms)
         except (psycopg.Error, OSError):
             self._down_since = self.clock()
             log.warning("audit store unavailable at start; events are queued until it is back")
@@ -161,53 +153,6 @@ class AuditWriter:
         self._claimed.clear()
         if self.spool is not None:
             self.spool.settled(self.written + self.rejected - self.recovered)
-
-    def _conninfo(self) -> str:
-        params = conninfo_to_dict(self.dsn)
-        defaults = {"application_name": "ontoos-audit", "connect_timeout": "5", "keepalives": "1",
-                    "keepalives_idle": "10", "keepalives_interval": "5", "keepalives_count": "3"}
-        for k, v in defaults.items():
-            params.setdefault(k, v)
-        return make_conninfo(**params)
-
-    def _connect(self) -> psycopg.Connection:
-        conn = psycopg.connect(self._conninfo(), autocommit=True)
-        try:
-            conn.execute(f"SET statement_timeout = {int(self.statement_timeout_ms)}")
-            ensure_schema(conn)
-            conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {BATCH_TABLE} (LIKE ontoos_audit.events) "
-                         "ON COMMIT DELETE ROWS")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    async def _open(self) -> psycopg.Connection:
-        """`_connect` in a worker thread. The thread cannot be stopped: if the wait for it is cancelled
-        (close() gave up on a store that did not answer, and cancelled the task), the connection it may
-        still make is closed there, by the thread or here, instead of being left open for the garbage
-        collector to find."""
-        lock = threading.Lock()
-        state: dict[str, Any] = {"abandoned": False, "conn": None}
-
-        def connect() -> psycopg.Connection | None:
-            conn = self._connect()
-            with lock:
-                if not state["abandoned"]:
-                    state["conn"] = conn
-                    return conn
-            conn.close()  # nobody is waiting for it any more
-            return None
-
-        try:
-            return await asyncio.to_thread(connect)
-        except asyncio.CancelledError:
-            with lock:
-                state["abandoned"] = True
-                made, state["conn"] = state["conn"], None
-            if made is not None:  # made, but the wait was cancelled before it was taken
-                made.close()
-            raise
 
     async def _collect(self) -> bool:
         """Move one batch from the queue to `_pending`; True when the stop marker was reached."""
@@ -256,7 +201,7 @@ class AuditWriter:
 
     async def _reconnect(self) -> None:
         self._disconnect()
-        self._conn = await self._open()
+        self._conn = await open_in_thread(self.dsn, self.statement_timeout_ms)
 
     async def _flush(self) -> None:
         """Write `_pending` and the gap rows due; while the store is down, wait and retry."""
@@ -294,7 +239,7 @@ class AuditWriter:
         try:
             await asyncio.to_thread(write_idempotent, self._conn, events)
         except (psycopg.Error, ValueError, TypeError, UnicodeError) as e:
-            if _store_down(e, self._conn):
+            if store_down(e, self._conn):
                 raise
             if not fresh:  # once, on a new connection (a dropped table is created again), the whole batch
                 log.warning("audit store refused a batch of %d (%s); retrying on a new connection", len(events),
@@ -318,7 +263,7 @@ class AuditWriter:
         try:
             await asyncio.to_thread(write_gaps, self._conn, gaps)
         except psycopg.Error as e:
-            if _store_down(e, self._conn):
+            if store_down(e, self._conn):
                 raise
             # the gaps table refuses them (altered by hand?): they are logged below; never block the events
             log.error("audit: ontoos_audit.gaps refused %d rows (%s)", len(gaps), type(e).__name__)
