@@ -130,7 +130,7 @@ class Clients:
                 conn.request("POST", "/api/v1/explore", body=body, headers=headers)
                 r = conn.getresponse()
                 reply = (r.status, {k.lower(): v for k, v in r.getheaders()}, json.loads(r.read()))
-            except (ConnectionError, http.client.RemoteDisconnected):
+            except (ConnectionError, http.client.RemoteDisconnected, http.client.IncompleteRead):  # cut off by a kill
                 with self._lock:
                     self.unanswered += 1
                 time.sleep(0.05)
