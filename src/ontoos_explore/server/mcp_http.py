@@ -10,6 +10,10 @@ the row's `rpc`, the status its `status`); the SDK's own plain-text refusals
 (a bad Host, Origin or Accept: its status kept) leave the same way
 (`json_errors`, via `errors.transport_refused`).
 
+A 2026-07-28 `tools/call` that the SDK would answer with a tool result is answered in place by
+`mcp_direct.Direct` (the SDK's own checks first; the same result, encoded once); every other request
+goes to the SDK.
+
 A session answers only the principal that opened it. Its principal is noted
 from the response that hands out its id (`SessionCaps.opened`); any request
 (POST, the GET stream, DELETE) whose mcp-session-id names a session the SDK
@@ -38,6 +42,7 @@ from ..grammar.forms import loads_strict
 from .bodies import json_media_type, read_limited
 from .gone import unless_gone
 from .limits import SessionCaps
+from .mcp_direct import Direct
 from .mcp_server import CALLER, PRINCIPAL_KEY, build_server, http_principal
 from .rest import UNREAD_BODY
 from .tools import Tools
@@ -81,8 +86,8 @@ def loopback_security(host: str, port: int):
 
 
 async def precheck(scope, receive, timeout_s: float):
-    """Read and check a POST /mcp body before the SDK does. -> (a receive replaying it, None) or
-    (receive, the refusal)."""
+    """Read and check a POST /mcp body before the SDK does. -> (a receive replaying it, None, the message)
+    or (receive, the refusal, None)."""
     headers = Headers(scope=scope)
     content_type = headers.get("content-type", "")
     try:
@@ -96,7 +101,7 @@ async def precheck(scope, receive, timeout_s: float):
             raise
         one_message(message, body)
     except ExploreError as e:
-        return receive, e
+        return receive, e, None
     sent = False
 
     async def replay():
@@ -106,7 +111,7 @@ async def precheck(scope, receive, timeout_s: float):
             return {"type": "http.request", "body": body, "more_body": False}
         return await receive()
 
-    return replay, None
+    return replay, None, message
 
 
 SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # how a JSON text can hold a surrogate (UTF-8 cannot)
@@ -183,6 +188,7 @@ class MCPEndpoint:
         if not isinstance(instances, dict):
             raise RuntimeError("this MCP SDK does not expose its sessions (StreamableHTTPSessionManager."
                                "_server_instances): sessions could not be held to their principals")
+        self.direct = Direct(tools, self.server, security)  # the 2026-07-28 era's tools/call, answered in place
         self.caps = SessionCaps(mcp_sessions, lambda sid: sid in instances)
         self.busy: dict[str, int] = {}  # session id -> its POST and DELETE requests in progress
 
@@ -203,13 +209,15 @@ class MCPEndpoint:
         principal = scope.get(PRINCIPAL_KEY)
         session_id = Headers(scope=scope).get(SESSION_HEADER)
         if scope["method"] == "POST":
-            receive, refused = await precheck(scope, receive, self.body_timeout_s)
+            receive, refused, message = await precheck(scope, receive, self.body_timeout_s)
             if refused is not None:
                 return await rpc_response(self.tools.refuse(refused, principal, "mcp"))(scope, receive, send)
             if principal is not None and session_id is None:
                 if held := self.caps.full(principal.name):  # a request that would open one more session
                     answer = self.tools.refuse(too_many_sessions(principal.name, held), principal, "mcp")
                     return await rpc_response(answer)(scope, receive, send)
+                if modern(scope) and await self.direct.answer(scope, send, message, principal):
+                    return
                 send = self._noting_session(send, principal.name)
         if session_id is not None and (refused := self._not_theirs(session_id, principal)) is not None:
             return await rpc_response(self.tools.refuse(refused, principal, "mcp"))(scope, receive, send)

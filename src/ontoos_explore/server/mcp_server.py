@@ -199,11 +199,7 @@ def build_server(tools: Tools, principal_of: Callable[[ServerRequestContext], Pr
             close = close_matches(params.name[:60], visible, n=1)
             raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name[:60]}. "
                            + (f"Did you mean {close[0]}? " if close else "") + f"Tools: {', '.join(visible)}")
-        try:
-            answer = await tools.call(params.name, params.arguments or {}, principal_of(ctx), surface=surface)
-        except Exception:  # never let internal text out as a JSON-RPC error
-            log.exception("tool %s failed", params.name)
-            answer = Answer.refusal(InternalError(reason="UNEXPECTED"))
+        answer = await run_tool(tools, params.name, params.arguments or {}, principal_of(ctx), surface)
         return tool_result(answer, getattr(ctx, "protocol_version", None))
 
     server = OntoosServer(
@@ -219,6 +215,16 @@ def build_server(tools: Tools, principal_of: Callable[[ServerRequestContext], Pr
     )
     server.changes = changes  # its watch() runs while the transport does (run.run_stdio, app's lifespan)
     return server
+
+
+async def run_tool(tools: Tools, name: str, arguments: dict[str, Any], principal: Principal | None,
+                   surface: str = "mcp") -> Answer:
+    """`Tools.call`, whatever it raises answered as an internal refusal: no internal text leaves."""
+    try:
+        return await tools.call(name, arguments, principal, surface=surface)
+    except Exception:
+        log.exception("tool %s failed", name)
+        return Answer.refusal(InternalError(reason="UNEXPECTED"))
 
 
 def tool_result(answer: Answer, protocol_version: str | None = None) -> dict[str, Any]:
