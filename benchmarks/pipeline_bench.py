@@ -1,16 +1,18 @@
-"""What psycopg's pipeline costs this process per exploration, against the same statements over psycopg.pq.
+"""What the executor's transaction costs this process per exploration, against the bare statements over psycopg.pq.
 
     .venv/bin/python -m benchmarks.pipeline_bench [--reps 3000]
 
-A profile of `ontoos serve` on a filtered scan puts about half of its CPU in the executor's pipelined
-transaction (BEGIN, the budgets, the query, the publish-log read, ROLLBACK). Measured here on one
-pooled connection, as the executor configures it, alternating A B B A, the client's CPU
-(`time.process_time`) per transaction:
+A profile of `ontoos serve` on a filtered scan put about half of its CPU in the executor's pipelined
+transaction (BEGIN, the budgets, the query, the publish-log read, ROLLBACK) while it went through
+psycopg's async pipeline, a cursor each: 482 us a scan here (commit 66dae03). It now goes through
+`engine.wire`. Measured on one pooled connection, as the executor configures it, alternating A B B A,
+the client's CPU (`time.process_time`) per transaction:
 
-  executor   `Executor._transaction`, the code that answers (psycopg's async pipeline, a cursor each)
+  executor   `Executor._transaction`, the code that answers (`engine.wire.pipeline`, rows reshaped
+             by `engine.rows.json_rows`)
   pq         the same five statements, prepared once by name, sent in one libpq pipeline through
-             `psycopg.pq` and read with `psycopg.adapt.Transformer` (psycopg's own row loaders): the
-             floor of any executor over libpq from Python
+             `psycopg.pq` and read with `psycopg.adapt.Transformer` (psycopg's own row loaders), not
+             reshaped: the floor of any executor over libpq from Python
 
 Both return the same rows (checked). Writes results/pipeline.json and .md. Nothing asserts a timing.
 """
@@ -160,11 +162,13 @@ async def bench(reps: int) -> dict:
 
 def markdown(result: dict) -> str:
     lines = [
-        *heading("What psycopg's pipeline costs per exploration", result,
+        *heading("What the executor's transaction costs per exploration", result,
                  "the bench database at scale 1 (a local socket), one pooled connection"),
         "Client CPU (`time.process_time`) per transaction, median of blocks of 50, alternating; us.",
         "",
-        "| case | executor (psycopg pipeline) | the same statements over psycopg.pq | ratio |",
+        "Before `engine.wire` (commit 66dae03), over psycopg's async pipeline: scan 482, in_list_20 439.",
+        "",
+        "| case | executor (engine.wire) | the bare statements over psycopg.pq | ratio |",
         "|---|---|---|---|",
     ]
     for case, r in result["cases"].items():

@@ -43,6 +43,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..compiler import CompiledQuery
 from ..evidence import Batch
+from . import wire
 from .publish_log import batches, current_batches_sql, may_read_log
 from .translate import connection_lost, cost_budget, time_budget, translate, translate_plain
 from .rows import json_rows, load_as_text
@@ -109,7 +110,10 @@ async def open_pool(dsn: str, settings: Settings) -> AsyncConnectionPool:
         dsn,
         min_size=settings.pool_min,
         max_size=settings.pool_max,
-        kwargs={"autocommit": True, "options": CONNECT_OPTIONS, "cursor_factory": psycopg.AsyncRawCursor},
+        # prepare_threshold None: psycopg prepares nothing of its own, so it never sends the DEALLOCATE ALL
+        # it follows a ROLLBACK with, which would take the statements `wire` prepared with it
+        kwargs={"autocommit": True, "options": CONNECT_OPTIONS, "cursor_factory": psycopg.AsyncRawCursor,
+                "prepare_threshold": None},
         configure=_configure,
         check=_check_if_idle,
         reset=_stamp,
@@ -312,9 +316,23 @@ class Executor:
         reads_log = spec is not None and bool(spec.sources)
         if reads_log:
             reads_log = await self._may_read_log(conn, self._query_role(q), spec)
-        evidence = conn.cursor() if reads_log else None
         # on a hot standby (PostgreSQL reports it at connect and on promotion) the evidence says how far behind
-        lag = conn.cursor() if reads_log and conn.pgconn.parameter_status(b"in_hot_standby") == b"on" else None
+        behind = reads_log and conn.pgconn.parameter_status(b"in_hot_standby") == b"on"
+        if estimate is not None or (ceiling is None and not dry_run):  # nothing to plan first: one libpq pipeline
+            if ceiling is not None and estimate > ceiling:
+                raise cost_budget(q, estimate, ceiling)
+            sent = [(BEGIN_SNAPSHOT if reads_log else BEGIN, ()), (sql_budget, budget), (q.sql, params)]
+            if reads_log:
+                sent.append((current_batches_sql(spec.schema, spec.table, spec.sources), ()))
+            if behind:
+                sent.append((REPLAY_LAG, ()))
+            results = await wire.pipeline(conn, [*sent, (END, ())])
+            found = batches(wire.rows(conn, results[3])) if reads_log else None
+            lagged = wire.rows(conn, results[4])[0][0] if behind else None
+            return self._outcome(q, wire.rows(conn, results[2]), [results[2].ftype(i) for i in range(results[2].nfields)],
+                                 started, estimate, found, lagged)
+        evidence = conn.cursor() if reads_log else None
+        lag = conn.cursor() if behind else None
         control, query = conn.cursor(), conn.cursor()
         async with conn.pipeline():
             await control.execute(BEGIN if evidence is None else BEGIN_SNAPSHOT)
@@ -342,18 +360,21 @@ class Executor:
             rows = await query.fetchall()
             oids = [c.type_code for c in query.description]
             found = None if evidence is None else batches(await evidence.fetchall())
-            behind = None if lag is None else (await lag.fetchone())[0]
-        truncated = len(rows) > q.limit
+            lagged = None if lag is None else (await lag.fetchone())[0]
+        return self._outcome(q, rows, oids, started, estimate, found, lagged)
+
+    @staticmethod
+    def _outcome(q: CompiledQuery, rows: list, oids: list[int], started: float, estimate, found, lagged) -> Outcome:
         masked = q.plan.masked
         return Outcome(
             rows=json_rows(rows[: q.limit], oids, masked),
-            truncated=truncated,
+            truncated=len(rows) > q.limit,
             masked_columns=[q.columns[i] for i in sorted(masked)],
             elapsed_ms=_ms(started),
             cost=estimate,
             batches=found,
             consistent=found is not None,
-            replay_lag_s=None if behind is None else round(float(behind), 3),
+            replay_lag_s=None if lagged is None else round(float(lagged), 3),
         )
 
 
