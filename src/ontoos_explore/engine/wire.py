@@ -16,7 +16,8 @@ them) cost about 145 (`benchmarks/pipeline_bench.py`). `pipeline(conn, statement
   Anything else (cancelled, the connection lost) leaves the connection busy with its results unread:
   the pool drops a connection it gets back busy.
 
-The SQL sent is the caller's text, byte for byte.
+The SQL sent is the caller's text, byte for byte. `sent` and `answered` are the two waits of any
+connection driven this way on the event loop (the shared limits' `server.state_wire` too).
 """
 
 from __future__ import annotations
@@ -135,15 +136,10 @@ def _forget(cache: Prepared, key, state: bytes | None) -> None:
 
 async def _read(pg: pq.PGconn) -> list[pq.PGresult]:
     """Every result up to the pipeline's sync (the sync itself left out)."""
-    loop = asyncio.get_running_loop()
-    while pg.flush():  # the socket's buffer full: wait until it can be written, reading what comes meanwhile
-        await _ready(loop, pg, loop.add_writer, loop.remove_writer)
-        pg.consume_input()
+    await sent(pg)
     results = []
     while True:
-        while pg.is_busy():
-            await _ready(loop, pg, loop.add_reader, loop.remove_reader)
-            pg.consume_input()
+        await answered(pg)
         result = pg.get_result()
         if result is None:  # the end of one statement's results
             continue
@@ -152,8 +148,27 @@ async def _read(pg: pq.PGconn) -> list[pq.PGresult]:
         results.append(result)
 
 
-async def _ready(loop, pg: pq.PGconn, add, remove) -> None:
-    fd = pg.socket
+# The waits of a connection driven through psycopg.pq on the running event loop (also the shared limits')
+
+async def sent(pg: pq.PGconn) -> None:
+    """What was queued is on the socket: while its buffer is full, wait until it can be written,
+    reading what the server sends meanwhile (so that it never waits on us)."""
+    loop = asyncio.get_running_loop()
+    while pg.flush():
+        await _ready(loop, pg.socket, loop.add_writer, loop.remove_writer)
+        pg.consume_input()
+
+
+async def answered(pg: pq.PGconn) -> None:
+    """The next result can be taken without blocking (`pg.get_result()`)."""
+    if pg.is_busy():
+        loop = asyncio.get_running_loop()
+        while pg.is_busy():
+            await _ready(loop, pg.socket, loop.add_reader, loop.remove_reader)
+            pg.consume_input()
+
+
+async def _ready(loop, fd: int, add, remove) -> None:
     waiter = loop.create_future()
     add(fd, lambda: waiter.done() or waiter.set_result(None))
     try:

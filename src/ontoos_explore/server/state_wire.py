@@ -23,6 +23,8 @@ import asyncio
 import psycopg
 from psycopg import pq
 
+from ..engine.wire import answered, sent
+
 _OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
 
 
@@ -82,15 +84,10 @@ class Wire:
 
     async def _finish(self) -> pq.PGresult | None:
         """The rest of the statement sent: flush it, then read every result; the last one."""
-        loop = asyncio.get_running_loop()
-        while self.pg.flush() != 0:  # the socket's buffer full: wait until it can be written
-            await self._ready(loop.add_writer, loop.remove_writer)
-            self.pg.consume_input()  # what the server sent meanwhile, so that it never waits on us
+        await sent(self.pg)
         last = None
         while True:
-            while self.pg.is_busy():
-                await self._ready(loop.add_reader, loop.remove_reader)
-                self.pg.consume_input()
+            await answered(self.pg)
             result = self.pg.get_result()
             if result is None:
                 return last
@@ -106,15 +103,6 @@ class Wire:
             self._draining = None
         if abandoned is not None and last is not None and last.status in _OK:
             abandoned(_rows(last))
-
-    async def _ready(self, add, remove) -> None:
-        fd = self.pg.socket
-        waiter = asyncio.get_running_loop().create_future()
-        add(fd, lambda: waiter.done() or waiter.set_result(None))
-        try:
-            await waiter
-        finally:
-            remove(fd)
 
 
 def _rows(result: pq.PGresult) -> list[tuple[bytes | None, ...]]:
