@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 
+import anyio
 import psycopg
 import pytest
 
@@ -71,6 +72,16 @@ async def test_statements_lost_to_deallocate_all_are_prepared_again(conn):
     results = await wire.pipeline(conn, statements)
     assert wire.rows(conn, results[1]) == [(7,)]
     assert sorted((await prepared(conn)).values()) == sorted(s for s, _ in statements)
+
+
+async def test_a_connection_lost_raises_psycopgs_operational_error(conn, pg_dsn):
+    await wire.pipeline(conn, [("SELECT 1", ())])
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (conn.pgconn.backend_pid,))
+    with anyio.fail_after(10):  # raised, not waited on for ever
+        with pytest.raises(psycopg.OperationalError):
+            await wire.pipeline(conn, [("BEGIN", ()), ("SELECT 1", ()), ("ROLLBACK", ())])
+    assert conn.pgconn.status == psycopg.pq.ConnStatus.BAD  # the pool replaces it
 
 
 async def test_older_statements_are_closed_past_the_most_kept(conn):

@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from psycopg import errors, pq
+from psycopg import OperationalError, errors, pq
 from psycopg.adapt import PyFormat, Transformer
 
 MOST = 64  # prepared statements kept per connection (psycopg's own keeps 100)
@@ -142,6 +142,8 @@ async def _read(pg: pq.PGconn) -> list[pq.PGresult]:
         await answered(pg)
         result = pg.get_result()
         if result is None:  # the end of one statement's results
+            if pg.status != pq.ConnStatus.OK:  # none will follow: libpq is idle on a broken connection
+                raise OperationalError("the connection was lost in a pipeline")
             continue
         if result.status == pq.ExecStatus.PIPELINE_SYNC:
             return results
