@@ -142,6 +142,26 @@ async def test_a_registry_change_is_announced_and_listed(connect, demo, tmp_path
     assert after == sorted(["ontoos_q_" + first["id"], "ontoos_q_" + second["id"]])
 
 
+def test_the_tools_a_role_sees_follow_the_registry_served(demo, tmp_path):
+    """Listed once per role and reused (an MCP call asks three times), but a registry edit is seen on the
+    next ask, and each role keeps its own list."""
+    entries = yaml.safe_load(DEMO_REGISTRY.read_text(encoding="utf-8"))
+    first, second = entries["queries"][:2]
+    path = tmp_path / "queries.yaml"
+    path.write_text(yaml.safe_dump({"version": 1, "queries": [first]}), encoding="utf-8")
+    live = LiveRegistry(RegistryStore(path), demo, interval=3600)  # changed only by refresh() below
+    tools = Tools(demo, None, live)
+    analyst, viewer = Principal("alice", "analyst"), Principal("bob", "viewer")
+    before = tools.visible(analyst)
+    assert tools.visible(analyst) is before  # the same registry: the same list
+    assert "ontoos_explore" in before and "ontoos_explore" not in tools.visible(viewer)
+    assert [n for n in before if n.startswith("ontoos_q_")] == ["ontoos_q_" + first["id"]]
+    path.write_text(yaml.safe_dump({"version": 1, "queries": [first, second]}), encoding="utf-8")
+    assert live.refresh() is True
+    after = tools.visible(analyst)
+    assert [n for n in after if n.startswith("ontoos_q_")] == sorted(["ontoos_q_" + first["id"], "ontoos_q_" + second["id"]])
+
+
 # ================================================================ over streamable HTTP, a real server
 
 

@@ -110,6 +110,8 @@ class Tools:
         self.admission = Admission(limiter)  # rate limits and calls in flight (shared: set by the server)
         self.metrics = None  # a metrics.Metrics when the server exposes /metrics
         self.cursors = cursors if cursors is not None else Cursors(None)  # signs meta.next_cursor
+        self._visible: dict[str | None, tuple[str, ...]] = {}  # role -> its tools, for `_visible_of`
+        self._visible_of: tuple[Any, Any] = (None, None)  # the (registry, contract) they were listed from
         self.handlers: dict[str, Handler] = {
             "ontoos_catalog": self._catalog, "ontoos_explore": self._explore,
             "ontoos_queries": self._queries, "ontoos_run_query": self._run_query, "ontoos_explain": self._explain,
@@ -272,13 +274,21 @@ class Tools:
             answer.envelope["error"]["retry_with"] = answer.error.retry_with
         return answer
 
-    def visible(self, principal: Principal | None) -> list[str]:
+    def visible(self, principal: Principal | None) -> tuple[str, ...]:
         """The tools `principal` may call, in listing order: every built-in tool (ontoos_explore only for a
         role the contract lets explore), then a tool of its own for each named query it may run. Any other
-        is answered as a tool that does not exist."""
-        role = self.contract.role(principal.role) if principal is not None else None
-        built_in = [name for name in TOOLS if name != "ontoos_explore" or role is None or role.explore]
-        return built_in + [QUERY_PREFIX + q.id for q in self.query_tools(principal)]
+        is answered as a tool that does not exist. Listed once per role while the registry served and the
+        contract are the same objects (a registry that changed is a new one): an MCP call asks three times."""
+        basis = (self.registry_now(), self.contract)
+        if basis[0] is not self._visible_of[0] or basis[1] is not self._visible_of[1]:
+            self._visible, self._visible_of = {}, basis
+        key = None if principal is None else principal.role
+        found = self._visible.get(key)
+        if found is None:
+            role = self.contract.role(principal.role) if principal is not None else None
+            built_in = [name for name in TOOLS if name != "ontoos_explore" or role is None or role.explore]
+            found = self._visible[key] = (*built_in, *(QUERY_PREFIX + q.id for q in self.query_tools(principal)))
+        return found
 
     def query_tools(self, principal: Principal | None) -> list[Any]:
         """The named queries `principal` may run, as its tools list them: by id."""
