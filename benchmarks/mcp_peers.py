@@ -16,8 +16,8 @@ Toolbox can reach it too):
 
 Questions: a filtered scan (LIMIT 50), a join with an aggregate, a 150-value IN list, a 5,000-row
 answer. Measured: p50/p99 at 1 client (rounds interleaved, the order rotated), calls/s at 16
-clients, the server process's CPU per call (utime+stime from /proc, over the 16-client block), and
-the bytes of one answer on the wire. Results: results/mcp_peers.{json,md} (quick: mcp_peers-quick).
+clients and the server process's CPU per call (utime+stime from /proc), each the median of rotated
+16-client blocks, and the bytes of one answer on the wire. Results: results/mcp_peers.{json,md} (quick: mcp_peers-quick).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import json
 import os
 import secrets
 import shutil
+import statistics
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ class Question:
     text: str
     form: dict[str, Any]  # the JSON form of the same exploration
     named: bool = True  # served as a named-query tool too
+    share: float = 1.0  # of the 16-client blocks' calls (a slow question needs fewer for the same ticks)
 
 
 QUESTIONS = [
@@ -63,7 +65,7 @@ QUESTIONS = [
                                "group by namespace order by cpu desc limit 10",
              {"dataset": "workloads", "relations": ["containers"],
               "fields": ["namespace", "sum(containers.cpu_millis) as cpu"], "group_by": ["namespace"],
-              "order_by": ["cpu desc"], "limit": 10}),
+              "order_by": ["cpu desc"], "limit": 10}, share=0.25),
     Question("in_list_150", "explore workloads fields name, namespace where name in ("
              + ", ".join(f"'{v}'" for v in IN_VALUES) + ") limit 200",
              {"dataset": "workloads", "fields": ["name", "namespace"],
@@ -71,7 +73,7 @@ QUESTIONS = [
     Question("rows_5000", "explore containers fields container_id, workload_id, name, image_id, cpu_millis, memory_mb "
                           "limit 5000",
              {"dataset": "containers", "fields": ["container_id", "workload_id", "name", "image_id", "cpu_millis",
-                                                  "memory_mb"], "limit": 5000}),
+                                                  "memory_mb"], "limit": 5000}, share=0.25),
 ]
 
 
@@ -325,23 +327,38 @@ async def one_client(q: Question, c: Compiled, servers: dict[str, Any], calls: i
     return {k: summary_ms(v) for k, v in samples.items()}
 
 
-async def sixteen(kind: str, q: Question, c: Compiled, servers: dict[str, Any], per_client: int) -> dict[str, Any]:
-    """calls/s with 16 clients at once, and the server's CPU per call over that block."""
+async def sixteen(q: Question, c: Compiled, servers: dict[str, Any], per_client: int,
+                  rounds: int) -> dict[str, Any]:
+    """calls/s with 16 clients at once, and the server's CPU per call: `rounds` blocks of each contender,
+    the order rotated as at 1 client, each figure the median over its blocks (a block alone is one
+    sample of a shared machine's noise)."""
+    kinds = contenders(q, servers)
+    blocks: dict[str, list[tuple[float, float | None]]] = {k: [] for k in kinds}
     async with contextlib.AsyncExitStack() as stack:
-        fns = [await stack.enter_async_context(caller(kind, q, c, servers)) for _ in range(16)]
-        await asyncio.gather(*(fn() for fn in fns))
-        proc = server_of(kind, servers)
-        gc.collect()
-        cpu0, t0 = (proc.cpu_s() if proc else 0.0), time.perf_counter()
+        fns = {k: [await stack.enter_async_context(caller(k, q, c, servers)) for _ in range(16)] for k in kinds}
+        for many in fns.values():  # warm-up: every session, connection and cache
+            await asyncio.gather(*(fn() for fn in many))
 
         async def run(fn):
             for _ in range(per_client):
                 await fn()
 
-        await asyncio.gather(*(run(fn) for fn in fns))
-        wall, n = time.perf_counter() - t0, 16 * per_client
-        cpu = (proc.cpu_s() - cpu0) if proc else None
-    return {"calls_per_s": round(n / wall, 1), "server_cpu_ms_per_call": round(cpu / n * 1000, 3) if cpu else None}
+        for r in range(rounds):
+            for k in kinds[r % len(kinds):] + kinds[: r % len(kinds)]:
+                proc = server_of(k, servers)
+                gc.collect()
+                cpu0, t0 = (proc.cpu_s() if proc else 0.0), time.perf_counter()
+                await asyncio.gather(*(run(fn) for fn in fns[k]))
+                wall, n = time.perf_counter() - t0, 16 * per_client
+                cpu = (proc.cpu_s() - cpu0) if proc else None
+                blocks[k].append((n / wall, cpu / n * 1000 if cpu else None))
+    out = {}
+    for k, got in blocks.items():
+        cpus = [c for _, c in got if c is not None]
+        out[k] = {"calls_per_s": round(statistics.median(r for r, _ in got), 1),
+                  "server_cpu_ms_per_call": round(statistics.median(cpus), 3) if cpus else None,
+                  "blocks": [[round(r, 1), None if c is None else round(c, 3)] for r, c in got]}
+    return out
 
 
 async def wire_bytes(kind: str, q: Question, c: Compiled, servers: dict[str, Any]) -> int | None:
@@ -381,7 +398,8 @@ async def bench(servers: dict[str, Any], compiled: dict[str, Compiled], counts: 
         c = compiled[q.name]
         log(f"  {q.name}")
         res = {"one_client": await one_client(q, c, servers, counts["calls"], counts["rounds"])}
-        res["sixteen"] = {k: await sixteen(k, q, c, servers, counts["per_client"]) for k in contenders(q, servers)}
+        res["sixteen"] = await sixteen(q, c, servers, max(2, round(counts["per_client"] * q.share)),
+                                       counts["rounds"])
         res["bytes"] = {k: await wire_bytes(k, q, c, servers) for k in contenders(q, servers)}
         for k in contenders(q, servers):
             one, many = res["one_client"][k], res["sixteen"][k]
@@ -416,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     from ontoos_explore.contract import load_contract
 
-    counts = {"calls": 20, "rounds": 2, "per_client": 10} if args.quick else {"calls": 60, "rounds": 5, "per_client": 40}
+    counts = {"calls": 20, "rounds": 2, "per_client": 10} if args.quick else {"calls": 60, "rounds": 5, "per_client": 25}
     scale = args.scale or (1 if args.quick else 25)
     contract = load_contract(CONTRACT_PATH)
     compiled = compile_all(contract)
