@@ -63,6 +63,37 @@ def test_refusal_and_dry_run(capsys, dsn_env):
     assert code == 0 and env["data"]["plan"]["datasets"] == ["workloads"] and env["meta"]["dry_run"] is True
 
 
+def test_a_freshness_requirement_from_the_command_line(capsys, dsn_env):
+    """--max-age and --consistency are the JSON form's `require`: tables (fed by the demo's stale cmdb
+    source) refused with how old it is and no rows; workloads (a fresh source) answered, read in one snapshot."""
+    code, out = run(capsys, "explore", "--role", "analyst", "--format", "json", "--max-age", "3600",
+                    "-q", "explore tables fields table_name limit 2")
+    env = json.loads(out)
+    age = env["meta"]["evidence"]["freshness"]["age_seconds"]
+    assert code == 2 and env["error"]["subtype"] == "CONSISTENCY_UNVERIFIED" and "data" not in env
+    assert age > 3600 and f"collected {age} s" in env["error"]["message"] and str(age) in env["error"]["hint"]
+    code, out = run(capsys, "explore", "--role", "analyst", "--format", "json", "--max-age", str(age + 86400),
+                    "--consistency", "fixed_read", "-q", "explore workloads fields name limit 2")
+    env = json.loads(out)
+    assert code == 0 and len(env["data"]["rows"]) == 2 and env["meta"]["evidence"]["consistency"] == "fixed_read"
+    code, out = run(capsys, "queries", "run", "workloads_in_namespace", "--role", "viewer", "--format", "json",
+                    "--max-age", "1", "-p", "namespace=prod-fp")
+    env = json.loads(out)
+    assert code == 2 and env["error"]["subtype"] == "CONSISTENCY_UNVERIFIED" and "data" not in env
+
+
+def test_a_refusal_before_the_database_carries_the_contracts_notice(capsys, dsn_env):
+    from ontoos_explore import __version__
+
+    code, out = run(capsys, "explore", "--role", "viewer", "-q", "explore workloads fields name limit 1")
+    env = json.loads(out)
+    assert code == 2 and env["error"]["subtype"] == "CAPABILITY_NOT_FOUND"
+    code, out = run(capsys, "explore", "--role", "analyst", "-q", "explore workloads fields name limit 1")
+    answered = json.loads(out)["_notice"]
+    assert env["_notice"] == answered == {"min_cli_version": __version__, "schema_drift": False,
+                                          "contract_hash": answered["contract_hash"]}
+
+
 def test_unreachable_database_is_an_envelope(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("ONTOOS_DSN", f"postgresql://postgres@/postgres?host={tmp_path}&connect_timeout=1")
     code, out = run(capsys, "explore", "--role", "analyst", "-q", QUESTION)

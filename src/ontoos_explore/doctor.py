@@ -199,12 +199,13 @@ async def _registry(contract: Contract, settings: Settings, dsn: str, found) -> 
 
 
 async def _explain(contract: Contract, registry, executor, lake, entry) -> dict[str, Any]:
-    """EXPLAIN one entry as the first role that may run it, with each parameter's first example."""
+    """EXPLAIN one entry as the first role that may run it, with each parameter's first example (its
+    default where it has none: what a caller leaving it out asks)."""
     role = next((r for r in contract.roles.values()
                  if entry in registry.visible(r.name, ("approved", "pending"))), None)
     if role is None:
         return {"id": entry.id, "status": "unreadable", "problem": "no role may read every dataset it reads"}
-    missing = [p.name for p in entry.parameters if p.required and not p.examples]
+    missing = [p.name for p in entry.parameters if p.required and not p.examples and p.default is None]
     if missing:
         return {"id": entry.id, "status": "unchecked", "problem": f"no example for {', '.join(missing)} to EXPLAIN with"}
     params = {p.name: p.examples[0] for p in entry.parameters if p.examples}

@@ -8,6 +8,7 @@ import json
 import pytest
 import yaml
 
+from ontoos_explore import __version__
 from ontoos_explore.cli import main
 
 from ..conftest import ROOT
@@ -24,6 +25,9 @@ REGISTRY = {"queries": [
     {"id": "no_example", "title": "Needs a value", "status": "approved", "read_sets": ["engineering"],
      "columns": ["cluster"], "max_rows": 5, "parameters": [{"name": "region", "type": "text"}],
      "sql": "SELECT h.cluster AS cluster FROM lake.hosts AS h WHERE h.hostname = $1 LIMIT 6", "bind": ["region"]},
+    {"id": "by_default", "title": "A default to ask with", "status": "approved", "read_sets": ["engineering"],
+     "columns": ["cluster"], "max_rows": 5, "parameters": [{"name": "provider", "type": "text", "default": "gcp"}],
+     "sql": "SELECT h.cluster AS cluster FROM lake.hosts AS h WHERE h.provider = $1 LIMIT 6", "bind": ["provider"]},
 ]}
 
 
@@ -63,6 +67,7 @@ def test_doctor_on_the_demo_is_clean_with_the_lakes_warnings(pg_dsn, env, capsys
     entries = {d["id"]: d for d in checks["registry"]["details"]}
     assert entries["host_clusters"]["status"] == "ok" and entries["host_clusters"]["role"] == "analyst"
     assert entries["db_names"]["status"] == "ok" and entries["db_names"]["entry_status"] == "pending"
+    assert entries["by_default"]["status"] == "ok"  # EXPLAINed with its default, as a caller leaving it out asks
     assert entries["no_example"] == {"id": "no_example", "status": "unchecked",
                                      "problem": "no example for region to EXPLAIN with"}
 
@@ -119,8 +124,11 @@ def test_doctor_that_cannot_run_exits_1(env, capsys):
 
 def test_stats_freshness_prints_each_readable_datasets_evidence(pg_dsn, env, capsys, monkeypatch):
     code = main(["stats", "freshness", "--dsn", pg_dsn, "--role", "viewer", "--format", "json"])
-    data = json.loads(capsys.readouterr().out)["data"]
+    answer = json.loads(capsys.readouterr().out)
+    data = answer["data"]
     assert code == 0 and data["role"] == "viewer"
+    assert answer["_notice"] == {"min_cli_version": __version__, "schema_drift": False,
+                                 "contract_hash": answer["meta"]["contract_hash"]}
     assert [d["name"] for d in data["datasets"]] == ["archives", "containers", "images", "projects", "repo_stats",
                                                      "workloads"]
     code = main(["stats", "freshness", "--dsn", pg_dsn, "--role", "analyst", "--format", "table"])

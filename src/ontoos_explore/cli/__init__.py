@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
 def _refuse(args, envelope: dict) -> None:
     """The refusal: the envelope on stdout (piped, or --format json), on stderr when stdout carries a
     protocol (`serve --stdio`), or at a terminal a sentence on stderr (`human.refusal_text`)."""
+    envelope = _noticed(args, envelope)
     if getattr(args, "stdio", False):
         import json
 
@@ -131,6 +132,18 @@ def _refuse(args, envelope: dict) -> None:
             _emit(envelope)
         except BrokenPipeError:
             _drop_stdout()
+
+
+def _noticed(args, envelope: dict) -> dict:
+    """A refusal of a run that loaded its contract carries that contract's `_notice`, as every answer
+    does (made before the database was compared, it says no drift: nothing was found yet)."""
+    contract = getattr(args, "loaded", None)
+    if contract is None or "_notice" in envelope:
+        return envelope
+    from ..drift.state import LakeState
+
+    lake = LakeState(contract, args.settings.min_cli_version if getattr(args, "settings", None) else None)
+    return {**envelope, "_notice": lake.notice_for(getattr(args.settings, "role", None))}
 
 
 def _json_asked(args) -> bool:

@@ -78,7 +78,8 @@ def _settings(args):
 def _load(args) -> Any:
     from ..contract import load_contract
 
-    return load_contract(_settings(args).contract or default_contract())
+    args.loaded = load_contract(_settings(args).contract or default_contract())  # its _notice stamps refusals
+    return args.loaded
 
 def _role(args) -> str:
     role = _settings(args).role

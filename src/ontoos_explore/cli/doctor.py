@@ -79,10 +79,13 @@ def cmd_stats(args) -> int:
 
     contract = _load(args)
     role = _role(args)
-    data, _ = _with_explorer(contract, _settings(args), lambda explorer: freshness(explorer, role))
+    async def work(explorer):
+        return await freshness(explorer, role), explorer.lake.notice_for(role)
+
+    (data, notice), _ = _with_explorer(contract, _settings(args), work)
     fmt = output_format(args)
     if fmt == "json":
-        _emit({"ok": True, "data": data, "meta": {"contract_hash": contract.hash}})
+        _emit({"ok": True, "data": data, "meta": {"contract_hash": contract.hash}, "_notice": notice})
         return EXIT_OK
     rows = []
     for d in data["datasets"]:
