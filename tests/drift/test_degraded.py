@@ -194,6 +194,29 @@ async def test_a_watcher_compares_again_on_notify(pg_dsn, demo):
     assert watcher.checks == 1
 
 
+async def test_a_watcher_compares_again_on_its_timer_with_no_notify(pg_dsn, demo):
+    dsn = demo_database(pg_dsn, "timer", demo)
+    settings = Settings(dsn=dsn, role_prefix=PREFIX, drift_interval_s=1)
+    async with executor_for(dsn, demo) as executor:
+        lake = LakeState(demo)
+        lake.update(await drift.check(executor.pool, demo, settings))
+        assert not lake.drift.drifted
+        watcher = Watcher(lake, executor.pool, dsn, settings)
+        task = asyncio.create_task(watcher.run())
+        try:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute("ALTER TABLE lake.hosts DROP COLUMN vcpus")  # and nobody says so
+            for _ in range(100):
+                if lake.drift.drifted:
+                    break
+                await asyncio.sleep(0.05)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    assert set(lake.drift.columns) == {("hosts", "vcpus")} and watcher.checks >= 1
+
+
 async def test_a_database_that_cannot_be_reached_is_not_checked_and_says_so(demo, tmp_path):
     settings = Settings(dsn=f"host={tmp_path} port=1 connect_timeout=1", pool_timeout_s=0.5)
     async with executor_for(settings.dsn, demo, pool_timeout_s=0.5) as executor:
