@@ -162,9 +162,11 @@ async def test_named_queries_that_touch_what_moved_are_listed_degraded_and_refus
     assert {d["name"]: d["status"] for d in catalog.envelope["data"]["datasets"]}["databases"] == "degraded"
 
 
-async def test_a_watcher_compares_again_on_notify(pg_dsn, demo):
-    dsn = demo_database(pg_dsn, "notify", demo)
-    settings = Settings(dsn=dsn, role_prefix=PREFIX, drift_interval_s=0)  # no timer: only NOTIFY
+@contextlib.asynccontextmanager
+async def watching(pg_dsn, demo, name: str, interval_s: float):
+    """A Watcher running on a demo lake of its own, compared clean first: (its dsn, lake, watcher)."""
+    dsn = demo_database(pg_dsn, name, demo)
+    settings = Settings(dsn=dsn, role_prefix=PREFIX, drift_interval_s=interval_s)
     async with executor_for(dsn, demo) as executor:
         lake = LakeState(demo)
         lake.update(await drift.check(executor.pool, demo, settings))
@@ -172,48 +174,42 @@ async def test_a_watcher_compares_again_on_notify(pg_dsn, demo):
         watcher = Watcher(lake, executor.pool, dsn, settings)
         task = asyncio.create_task(watcher.run())
         try:
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                for _ in range(200):  # until its LISTEN is in place
-                    if conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                                    "AND query = 'LISTEN ontoos_reload'").fetchone()[0]:
-                        break
-                    await asyncio.sleep(0.05)
-                conn.execute("ALTER TABLE lake.hosts DROP COLUMN vcpus")
-                for _ in range(5):  # sent together: one comparison
-                    conn.execute("NOTIFY ontoos_reload")
-            for _ in range(100):
-                if lake.drift.drifted:
-                    break
-                await asyncio.sleep(0.05)
-            await asyncio.sleep(1.5)  # past the gap: the other four made no comparison of their own
+            yield dsn, lake, watcher
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+async def until_drifted(lake) -> None:
+    for _ in range(100):
+        if lake.drift.drifted:
+            return
+        await asyncio.sleep(0.05)
+
+
+async def test_a_watcher_compares_again_on_notify(pg_dsn, demo):
+    async with watching(pg_dsn, demo, "notify", 0) as (dsn, lake, watcher):  # no timer: only NOTIFY
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for _ in range(200):  # until its LISTEN is in place
+                if conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                "AND query = 'LISTEN ontoos_reload'").fetchone()[0]:
+                    break
+                await asyncio.sleep(0.05)
+            conn.execute("ALTER TABLE lake.hosts DROP COLUMN vcpus")
+            for _ in range(5):  # sent together: one comparison
+                conn.execute("NOTIFY ontoos_reload")
+        await until_drifted(lake)
+        await asyncio.sleep(1.5)  # past the gap: the other four made no comparison of their own
     assert set(lake.drift.columns) == {("hosts", "vcpus")} and lake.notice["schema_drift"] is True
     assert watcher.checks == 1
 
 
 async def test_a_watcher_compares_again_on_its_timer_with_no_notify(pg_dsn, demo):
-    dsn = demo_database(pg_dsn, "timer", demo)
-    settings = Settings(dsn=dsn, role_prefix=PREFIX, drift_interval_s=1)
-    async with executor_for(dsn, demo) as executor:
-        lake = LakeState(demo)
-        lake.update(await drift.check(executor.pool, demo, settings))
-        assert not lake.drift.drifted
-        watcher = Watcher(lake, executor.pool, dsn, settings)
-        task = asyncio.create_task(watcher.run())
-        try:
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                conn.execute("ALTER TABLE lake.hosts DROP COLUMN vcpus")  # and nobody says so
-            for _ in range(100):
-                if lake.drift.drifted:
-                    break
-                await asyncio.sleep(0.05)
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+    async with watching(pg_dsn, demo, "timer", 1) as (dsn, lake, watcher):
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("ALTER TABLE lake.hosts DROP COLUMN vcpus")  # and nobody says so
+        await until_drifted(lake)
     assert set(lake.drift.columns) == {("hosts", "vcpus")} and watcher.checks >= 1
 
 
