@@ -31,7 +31,8 @@ if __package__ in (None, ""):
     __package__ = "benchmarks"
 
 from ontoos_explore.contract import load_contract  # noqa: E402
-from ontoos_explore.engine.executor import Executor, open_pool  # noqa: E402
+from ontoos_explore.engine.executor import Executor  # noqa: E402
+from ontoos_explore.engine.pool import open_pool  # noqa: E402
 from ontoos_explore.engine.settings import Settings  # noqa: E402
 from ontoos_explore.pipeline import compile_exploration  # noqa: E402
 from ontoos_explore.service import Explorer  # noqa: E402

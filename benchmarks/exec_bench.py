@@ -51,7 +51,8 @@ import time
 import psycopg
 
 from ontoos_explore.contract import Contract
-from ontoos_explore.engine.executor import CONNECT_OPTIONS, EXPLAIN, Executor, open_pool
+from ontoos_explore.engine.executor import EXPLAIN, Executor
+from ontoos_explore.engine.pool import CONNECT_OPTIONS, open_pool
 from ontoos_explore.engine.rows import json_rows, load_as_text
 from ontoos_explore.engine.settings import Settings
 from ontoos_explore.pipeline import compile_exploration

@@ -35,7 +35,8 @@ from psycopg import pq  # noqa: E402
 from psycopg.adapt import PyFormat, Transformer  # noqa: E402
 
 from ontoos_explore.contract import load_contract  # noqa: E402
-from ontoos_explore.engine.executor import BEGIN_SNAPSHOT, BUDGET, END, Executor, open_pool  # noqa: E402
+from ontoos_explore.engine.executor import BEGIN_SNAPSHOT, BUDGET, END, Executor  # noqa: E402
+from ontoos_explore.engine.pool import open_pool  # noqa: E402
 from ontoos_explore.engine.publish_log import current_batches_sql  # noqa: E402
 from ontoos_explore.engine.settings import Settings  # noqa: E402
 from ontoos_explore.pipeline import compile_exploration  # noqa: E402

@@ -108,7 +108,8 @@ def compile_profile(contract: Contract, loops: int, tree_path=None) -> dict:
 
 def exec_profile(contract: Contract, dsn: str, loops: int) -> dict:
     """cProfile of Explorer.explore for a small and a large result (the client side only)."""
-    from ontoos_explore.engine.executor import Executor, open_pool
+    from ontoos_explore.engine.executor import Executor
+    from ontoos_explore.engine.pool import open_pool
     from ontoos_explore.engine.settings import Settings
     from ontoos_explore.service import Explorer
 

@@ -110,7 +110,8 @@ def pg_log(_pg):
 @contextlib.asynccontextmanager
 async def executor_for(dsn: str, contract, **settings):
     """An Executor over a pool of its own (two connections unless `settings` say otherwise), closed after."""
-    from ontoos_explore.engine.executor import Executor, open_pool
+    from ontoos_explore.engine.executor import Executor
+    from ontoos_explore.engine.pool import open_pool
     from ontoos_explore.engine.settings import Settings
 
     chosen = Settings(dsn=dsn, **{"pool_max": 2, **settings})
@@ -124,7 +125,7 @@ async def executor_for(dsn: str, contract, **settings):
 @pytest.fixture
 async def pool(pg_dsn):
     """(a pool of two connections to the test database, its Settings), closed after the test."""
-    from ontoos_explore.engine.executor import open_pool
+    from ontoos_explore.engine.pool import open_pool
     from ontoos_explore.engine.settings import Settings
 
     settings = Settings(dsn=pg_dsn, pool_max=2)

@@ -14,7 +14,8 @@ import psycopg
 import pytest
 
 from ontoos_explore import compile_exploration
-from ontoos_explore.engine.executor import Executor, open_pool
+from ontoos_explore.engine.executor import Executor
+from ontoos_explore.engine.pool import open_pool
 from ontoos_explore.engine.settings import Settings
 from ontoos_explore.service import Answer, Explorer
 from tests.envelopes import comparable

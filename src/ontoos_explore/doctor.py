@@ -168,7 +168,8 @@ async def _freshness(conn, contract: Contract, found) -> Check:
 
 
 async def _registry(contract: Contract, settings: Settings, dsn: str, found) -> Check:
-    from .engine.executor import Executor, open_pool
+    from .engine.executor import Executor
+    from .engine.pool import open_pool
     from .governance.registry import Registry
     from .governance.store import RegistryFileError
     from .governance.store_db import DatabaseStore, registry_dsn

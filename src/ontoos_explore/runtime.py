@@ -18,7 +18,8 @@ from . import drift
 from .contract import Contract
 from .drift import LakeState
 from .engine import embedded, grants
-from .engine.executor import Executor, open_pool
+from .engine.executor import Executor
+from .engine.pool import open_pool
 from .engine.settings import Settings
 from .errors import Codes, ExploreError, UpstreamError
 from .service import Explorer

@@ -13,7 +13,8 @@ import ontoos_explore
 from ontoos_explore import compile_exploration
 from ontoos_explore.contract import parse_contract
 from ontoos_explore.engine.demo_data import SECRET_MARKER
-from ontoos_explore.engine.executor import BEGIN, BUDGET, END, CostCache, Executor, open_pool
+from ontoos_explore.engine.executor import BEGIN, BUDGET, END, CostCache, Executor
+from ontoos_explore.engine.pool import open_pool
 from ontoos_explore.engine.rows import MASK
 from ontoos_explore.engine.settings import Settings
 from ontoos_explore.policy.plans import masked_positions

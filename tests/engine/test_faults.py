@@ -15,7 +15,8 @@ import warnings
 import psycopg
 import pytest
 
-from ontoos_explore.engine.executor import Executor, open_pool
+from ontoos_explore.engine.executor import Executor
+from ontoos_explore.engine.pool import open_pool
 from ontoos_explore.engine.settings import Settings
 from ontoos_explore.service import Explorer
 from tests import sleepy_lake

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ontoos_explore.engine.executor import CONNECT_OPTIONS
+from ontoos_explore.engine.pool import CONNECT_OPTIONS
 from ontoos_explore.engine.rows import MASK, decimal_text, iso_text, json_cell, json_rows, load_as_text, numeric_text
 
 # kind -> (PostgreSQL type the value is cast to, values)

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from ontoos_explore.engine import wire
-from ontoos_explore.engine.executor import open_pool
+from ontoos_explore.engine.pool import open_pool
 from ontoos_explore.engine.settings import Settings
 
 from ..databases import new_database

@@ -34,7 +34,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from ontoos_explore import cli
 from ontoos_explore.catalog import describe_dataset
 from ontoos_explore.contract import load_contract
-from ontoos_explore.engine.executor import Executor, open_pool
+from ontoos_explore.engine.executor import Executor
+from ontoos_explore.engine.pool import open_pool
 from ontoos_explore.engine.settings import Settings
 from ontoos_explore.governance import audit
 from ontoos_explore.governance.audit import AuditWriter

@@ -25,7 +25,8 @@ import pytest
 from mcp import Client
 from starlette.datastructures import QueryParams
 
-from ontoos_explore.engine.executor import Executor, open_pool
+from ontoos_explore.engine.executor import Executor
+from ontoos_explore.engine.pool import open_pool
 from ontoos_explore.engine.settings import Settings
 from ontoos_explore.errors import Codes, InputError
 from ontoos_explore.server.app import build_app

@@ -33,7 +33,6 @@ import asyncio
 import json
 import logging
 import time
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +45,7 @@ from ..evidence import Batch
 from . import wire
 from .publish_log import batches, current_batches_sql, may_read_log
 from .translate import connection_lost, cost_budget, time_budget, translate, translate_plain
-from .rows import json_rows, load_as_text
+from .rows import json_rows
 from .settings import Settings
 
 log = logging.getLogger("ontoos_explore.engine")
@@ -67,25 +66,8 @@ REPLAY_LAG = ("SELECT CASE WHEN NOT pg_catalog.pg_is_in_recovery() THEN NULL "
               "WHEN pg_catalog.pg_last_wal_receive_lsn() = pg_catalog.pg_last_wal_replay_lsn() THEN 0 "
               "ELSE extract(epoch FROM now() - pg_catalog.pg_last_xact_replay_timestamp())::float8 END")
 LOG_CHECK_S = 60.0  # how long a role's answer is kept (grants applied meanwhile are seen within this)
-IDLE_CHECK_S = 1.0  # a connection idle longer than this is checked before use
 LOST_RETRIES = 2  # an exploration whose connection was lost is asked again this many times at most
 
-CONNECT_OPTIONS = " ".join(
-    f"-c {k}={v}"
-    for k, v in {
-        "search_path": "pg_catalog,pg_temp",
-        "standard_conforming_strings": "on",
-        "TimeZone": "UTC",  # timestamptz text ends in +00
-        "DateStyle": "ISO",  # dates and timestamps as YYYY-MM-DD hh:mm:ss
-        "IntervalStyle": "postgres",
-        "bytea_output": "hex",
-        "extra_float_digits": "1",  # floats round-trip
-        "default_transaction_read_only": "on",
-        "application_name": "ontoos-explore",
-        "statement_timeout": "60000",  # a ceiling; each exploration sets its own, lower
-        "idle_in_transaction_session_timeout": "60000",
-    }.items()
-)
 CLIENT_MARGIN_S = 2.0  # past the statement timeout, the client gives up and cancels
 
 
@@ -99,54 +81,6 @@ class Outcome:
     batches: list[Batch] | None = None  # the current batch of each source of the plan's evidence (None: not read)
     consistent: bool = False  # the batches were read in the rows' own snapshot
     replay_lag_s: float | None = None  # read on a hot standby: how far behind its primary (None: on a primary)
-
-
-async def open_pool(dsn: str, settings: Settings) -> AsyncConnectionPool:
-    """A pool of autocommit connections with the session settings pinned.
-
-    It opens in the background: a database that is down makes calls wait
-    `pool_timeout_s` and answer UPSTREAM_UNAVAILABLE, never blocks start-up."""
-    pool = AsyncConnectionPool(
-        dsn,
-        min_size=settings.pool_min,
-        max_size=settings.pool_max,
-        # prepare_threshold None: psycopg prepares nothing of its own, so it never sends the DEALLOCATE ALL
-        # it follows a ROLLBACK with, which would take the statements `wire` prepared with it
-        kwargs={"autocommit": True, "options": CONNECT_OPTIONS, "cursor_factory": psycopg.AsyncRawCursor,
-                "prepare_threshold": None},
-        configure=_configure,
-        check=_check_if_idle,
-        reset=_stamp,
-        timeout=settings.pool_timeout_s,
-        # psycopg_pool's retry delay doubles without a cap while it keeps trying: after a 40 s outage
-        # the first connection came 22 s late. Giving up after 5 s, the next request starts afresh.
-        reconnect_timeout=5.0,
-        name="ontoos-explore",
-        open=False,
-    )
-    await pool.open(wait=False)
-    return pool
-
-
-async def _configure(conn) -> None:
-    """Pool `configure` hook: the types `rows` takes as PostgreSQL's text, loaded as text."""
-    load_as_text(conn.adapters)
-
-
-_returned: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-async def _stamp(conn) -> None:
-    """Pool `reset` hook: when the connection came back."""
-    _returned[conn] = time.monotonic()
-
-
-async def _check_if_idle(conn) -> None:
-    """Pool `check` hook: a connection back from use within IDLE_CHECK_S is used as is
-    (an empty query per checkout cost 0.1-0.25 ms); an older one is checked, so a
-    database restarted while the pool was quiet is noticed before a query fails."""
-    if time.monotonic() - _returned.get(conn, 0.0) > IDLE_CHECK_S:
-        await AsyncConnectionPool.check_connection(conn)
 
 
 class CostCache:

@@ -31,7 +31,8 @@ from ..contract import Contract
 from ..cursors import Cursors
 from ..drift import LakeState, Watcher
 from ..envelope import install_notice
-from ..engine.executor import Executor, open_pool
+from ..engine.executor import Executor
+from ..engine.pool import open_pool
 from ..engine.settings import Settings
 from ..governance.registry import Registry
 from ..governance.store import LiveRegistry, store_for
