@@ -17,7 +17,8 @@ Toolbox can reach it too):
 Questions: a filtered scan (LIMIT 50), a join with an aggregate, a 150-value IN list, a 5,000-row
 answer. Measured: p50/p99 at 1 client (rounds interleaved, the order rotated), calls/s at 16
 clients and the server process's CPU per call (utime+stime from /proc), each the median of rotated
-16-client blocks, and the bytes of one answer on the wire. Results: results/mcp_peers.{json,md} (quick: mcp_peers-quick).
+16-client blocks, and the bytes of one answer on the wire. Results: results/mcp_peers.{json,md}
+(quick: mcp_peers-quick).
 """
 
 from __future__ import annotations
@@ -303,6 +304,11 @@ def contenders(q: Question, servers: dict[str, Any]) -> list[str]:
     return out
 
 
+def rotated(kinds: list[str], r: int) -> list[str]:
+    """Round `r`'s order: each contender first once every len(kinds) rounds."""
+    return kinds[r % len(kinds):] + kinds[: r % len(kinds)]
+
+
 def server_of(kind: str, servers: dict[str, Any]) -> Process | None:
     return None if kind == "floor" else servers["toolbox"] if kind == "toolbox" else servers["ontoos"][0]
 
@@ -317,7 +323,7 @@ async def one_client(q: Question, c: Compiled, servers: dict[str, Any], calls: i
             for _ in range(10):
                 await fn()
         for r in range(rounds):
-            for k in kinds[r % len(kinds):] + kinds[: r % len(kinds)]:
+            for k in rotated(kinds, r):
                 gc.collect()
                 fn, clock = fns[k], time.perf_counter
                 for _ in range(calls):
@@ -344,7 +350,7 @@ async def sixteen(q: Question, c: Compiled, servers: dict[str, Any], per_client:
                 await fn()
 
         for r in range(rounds):
-            for k in kinds[r % len(kinds):] + kinds[: r % len(kinds)]:
+            for k in rotated(kinds, r):
                 proc = server_of(k, servers)
                 gc.collect()
                 cpu0, t0 = (proc.cpu_s() if proc else 0.0), time.perf_counter()

@@ -142,8 +142,8 @@ def _noticed(args, envelope: dict) -> dict:
         return envelope
     from ..drift.state import LakeState
 
-    lake = LakeState(contract, args.settings.min_cli_version if getattr(args, "settings", None) else None)
-    return {**envelope, "_notice": lake.notice_for(getattr(args.settings, "role", None))}
+    settings = args.settings  # read before any contract is loaded (`_load`)
+    return {**envelope, "_notice": LakeState(contract, settings.min_cli_version).notice_for(settings.role)}
 
 
 def _json_asked(args) -> bool:
