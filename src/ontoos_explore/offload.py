@@ -5,7 +5,10 @@
 What a request's size can make long (compiling a large source, parsing a long
 GET filter, rendering the audit event of a large refusal) runs here when the
 request is over `INLINE_SOURCE` characters (`source_size`, a bounded count);
-everything smaller runs inline, where it costs less than the hand-off.
+everything smaller runs inline, where it costs less than the hand-off. So does
+what a large request does not make long: its source asked again exactly (a
+hash finds the query it compiled to, `pipeline.compiled_before`), and the
+audit event of an answer that has a query (nothing of the source rendered).
 """
 
 from __future__ import annotations

@@ -243,15 +243,11 @@ class TemplateCache:
         rendering."""
         text = source.get("query") if isinstance(source, dict) and len(source) == 1 else source
         exploration = None
-        json_key = memo = None
-        if not isinstance(text, str) and isinstance(source, dict):  # the JSON form asked again, exactly
-            memo = json_memo_text(source)
-            if (again := self.exact(memo, contract, role, "json")) is not None:
-                return again
+        json_key = None
+        memo = json_memo_text(source) if not isinstance(text, str) and isinstance(source, dict) else None
+        if (again := self.again(source, contract, role, memo)) is not None:
+            return again
         if isinstance(text, str):
-            again = self.exact(text, contract, role)
-            if again is not None:
-                return again
             key, lits = self.key(text, contract, role)
             hit = self.lookup(key, lits, text)
         else:
@@ -272,6 +268,17 @@ class TemplateCache:
         elif memo is not None:
             self.remember(memo, contract, role, hit, "json")
         return hit
+
+    def again(self, source: Any, contract: Contract, role: Role, memo: str | None = None) -> CompiledQuery | None:
+        """What `source` compiled to before when it is asked exactly as then (a text, alone or as
+        {"query": text}, or a JSON form: `memo` is its `json_memo_text`, made when not given), else None.
+        A hash of the source and nothing parsed: cheap whatever its size."""
+        text = source.get("query") if isinstance(source, dict) and len(source) == 1 else source
+        if isinstance(text, str):
+            return self.exact(text, contract, role)
+        if isinstance(source, dict):
+            return self.exact(memo if memo is not None else json_memo_text(source), contract, role, "json")
+        return None
 
     def lookup_json(self, key: tuple, lits: list[tuple[str, Any]], body: dict) -> CompiledQuery | None:
         """A JSON form whose own template is an alias of a cached one: checked as the parser would

@@ -452,6 +452,38 @@ def test_the_in_flight_cap_is_configured_per_server_and_per_principal(demo):
 
 # ---------------------------------------------------------------- a large request's event, built off the loop
 
+async def test_a_large_source_asked_again_exactly_is_answered_and_recorded_without_the_worker(tools):
+    """Handing work to the worker thread costs more than a large source asked again exactly (its query is
+    in the cache's table of exact sources) and than the event of an answer with a query (a few fields):
+    both are done inline, while a large source not seen before still compiles on the worker."""
+    from ontoos_explore.offload import INLINE_SOURCE, off_loop
+
+    asked = {**QUESTION, "filter": "name in (" + ", ".join(f"'n{i:03d}'" for i in range(150)) + ")"}
+    assert len(asked["filter"]) > INLINE_SOURCE
+    first = await tools.call("ontoos_explore", asked, ALICE, "rest")
+    assert first.ok, first.envelope
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:  # keeps the one worker busy: whatever needs it waits
+        held.set()
+        release.wait(30)
+
+    holding = asyncio.create_task(off_loop(hold))
+    await asyncio.to_thread(held.wait, 30)
+    try:
+        again = await asyncio.wait_for(tools.call("ontoos_explore", dict(asked), ALICE, "rest"), 10)
+        assert again.ok and again.envelope["data"]["rows"] == first.envelope["data"]["rows"]
+        assert len(tools.audit.events) == 2 and tools.audit.events[1].outcome == "ok"
+        other = {**asked, "filter": asked["filter"].replace("'n000'", "'n999'")}  # a new source: the worker's
+        waiting = asyncio.create_task(tools.call("ontoos_explore", other, ALICE, "rest"))
+        await asyncio.sleep(0.2)
+        assert not waiting.done()
+    finally:
+        release.set()
+        await holding
+    assert (await waiting).ok and len(tools.audit.events) == 3
+
+
 async def test_a_large_requests_event_is_built_off_the_loop_and_queued_once_even_if_the_call_is_cancelled(tools):
     """The event of a large request (its exploration rendered) is built on the worker thread; a call
     cancelled while it is being built still gets its one event, queued on the loop when it is built."""

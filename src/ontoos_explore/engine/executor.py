@@ -93,7 +93,7 @@ class CostCache:
 
     @staticmethod
     def key(q: CompiledQuery) -> tuple:
-        return (q.plan.role, q.sql, tuple((type(v), v) for v in q.params))  # typed: True is not 1
+        return (q.plan.role, q.sql, tuple(map(type, q.params)), tuple(q.params))  # typed: True is not 1
 
     def get(self, key: tuple) -> float | None:
         found = self._entries.get(key)

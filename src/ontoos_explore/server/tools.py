@@ -147,7 +147,9 @@ class Tools:
         finally:
             self.admission.done(ticket)
         seconds = time.perf_counter() - started
-        if self.audit is not None and source_size(source) > INLINE_SOURCE:
+        # the event of an answer with no query renders what was asked instead (`event_for`, up to 64 KB):
+        # for a large source, built on the worker thread; any other event is a few fields, built inline
+        if self.audit is not None and answer.compiled is None and source_size(source) > INLINE_SOURCE:
             self._count(answer, surface, name, seconds, principal)
             await self._record_off_loop(answer, principal, surface, source)
         else:
