@@ -216,6 +216,15 @@ def slow_headers(world: World, path: str) -> Seen:
     return Seen("http", message, status=status)
 
 
+def big_head(world: World, path: str) -> Seen:
+    """A request whose headers pass 64 KB: 431 before any of it reaches the app, the connection closed."""
+    head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{world.server.port}\r\nAuthorization: Bearer {token('alice')}\r\n"
+            f"X-Padding: {'p' * 70_000}\r\n\r\n")
+    status, headers, message = raw_answer(raw_exchange(world.server, head.encode(), timeout=15))
+    assert b"connection: close" in headers, headers
+    return Seen("http", message, status=status)
+
+
 def crowded(world: World, source: str, path: str) -> Seen:
     """From `source`, the connections one address may hold (8), each answered once and kept open
     (keep-alive); one more is answered 429 as it opens, before its request is read."""
@@ -607,6 +616,8 @@ TABLE: dict[str, dict[str, Any]] = {
                                  Flow(foreign_session, "alice's session, vera's token")),
     "HEADERS_TOO_SLOW": http_only(Flow(lambda w: slow_headers(w, "/api/v1/explore"), "headers never finished"),
                                   Flow(lambda w: slow_headers(w, "/mcp"), "headers never finished")),
+    "HEAD_TOO_LARGE": http_only(Flow(lambda w: big_head(w, "/api/v1/explore"), "a 70 KB header"),
+                                Flow(lambda w: big_head(w, "/mcp"), "a 70 KB header")),
     "TOO_MANY_CONNECTIONS": http_only(Flow(lambda w: crowded(w, "127.0.0.3", "/api/v1/explore"), "a 9th connection"),
                                       Flow(lambda w: crowded(w, "127.0.0.4", "/mcp"), "a 9th connection")),
     # ---------------------------------------------------------------- EX9xx

@@ -338,7 +338,6 @@ def _auth(server) -> bytes:
 
 
 MALFORMED_HTTP = {
-    "a 200 KB header": lambda a: b"GET /api/v1/catalog HTTP/1.1\r\n" + a + b"X-Big: " + b"a" * 200_000 + b"\r\n\r\n",
     "a non-numeric Content-Length": lambda a: b"POST /api/v1/explore HTTP/1.1\r\n" + a + b"Content-Length: ab\r\n\r\n{}",
     "a negative Content-Length": lambda a: b"POST /api/v1/explore HTTP/1.1\r\n" + a + b"Content-Length: -5\r\n\r\n{}",
     "two Content-Lengths": lambda a: b"POST /api/v1/explore HTTP/1.1\r\n" + a
@@ -357,6 +356,30 @@ def test_malformed_http_is_refused_before_the_app(server, what):
     assert status == 400, reply[:300]
     assert body.strip() in (b"Invalid HTTP request received.", b""), body[:300]
     assert request(server, "GET", "/healthz", who=None).status == 200  # and the server is fine
+
+
+@pytest.mark.parametrize("head", [b"X-Big: " + b"a" * 200_000 + b"\r\n",
+                                  b"".join(b"X-Many-%d: %s\r\n" % (i, b"b" * 100) for i in range(700))],
+                         ids=["one 200 KB header", "700 headers of 100 bytes"])
+def test_a_head_past_its_bound_is_431_before_the_app(server, head):
+    """The request line and headers past 64 KB (connections.MAX_HEAD): the envelope, its hint, the
+    connection closed; the server goes on."""
+    reply = raw_exchange(server, b"GET /api/v1/catalog HTTP/1.1\r\n" + _auth(server) + head + b"\r\n", timeout=10)
+    status, headers, body = _header(reply)
+    assert status == 431 and headers.get("connection") == "close", reply[:300]
+    err = assert_envelope(json.loads(body), "EX408", "over 64 KB")
+    assert "POST" in err["hint"]
+    assert request(server, "GET", "/healthz", who=None).status == 200
+
+
+@pytest.mark.parametrize("method", [b"BREW", b"PROPFIND2", b"get"])
+def test_a_method_the_parser_does_not_know_is_405(server, method):
+    """llhttp stops at a method it does not know: answered 405 with the envelope (as an HTTP method no
+    route takes is), the connection closed."""
+    reply = raw_exchange(server, method + b" /api/v1/explore HTTP/1.1\r\n" + _auth(server) + b"\r\n", timeout=10)
+    status, headers, body = _header(reply)
+    assert status == 405 and headers.get("connection") == "close", reply[:300]
+    assert_envelope(json.loads(body), "EX102", "method")
 
 
 @pytest.mark.parametrize("path", ["/api/v1/explore", "/mcp"])

@@ -3,7 +3,7 @@
 The listening socket comes from `socket.create_server` (lifecycle.listen), whose `proto` is 0, and asyncio
 turns Nagle off only for sockets whose `proto` says TCP. With Nagle on, an answer written as its headers
 and then its body waited for the client's delayed ACK: about 40 ms on every keep-alive request. Here the
-server's own protocol (`GuardedH11`, as `connections.serve` configures uvicorn) accepts a connection on
+server's own protocol (`GuardedHttp`, as `connections.serve` configures uvicorn) accepts a connection on
 such a socket, and the accepted socket is read from the server's side; a plain asyncio protocol on the
 same kind of socket shows the premise: Nagle stays on.
 """

@@ -202,6 +202,8 @@ from .refusals import (  # noqa: E402,F401 (built on the classes above)
     transport_refused,
     unknown_session,
     headers_too_slow,
+    head_too_large,
+    unknown_method,
     shutting_down,
     too_many_connections,
 )

@@ -138,6 +138,8 @@ class Codes:
                          "no MCP session of the caller has this id (never opened, ended, or another principal's)", 404)
     HEADERS_TOO_SLOW = _c("EX102", VALIDATION, "INVALID_REQUEST",
                           "the request line and headers did not arrive within the header timeout", 408)
+    HEAD_TOO_LARGE = _c("EX408", POLICY, "QUERY_BUDGET_EXCEEDED", "the request line and headers are over the size limit",
+                        431)
     TOO_MANY_CONNECTIONS = _c("EX412", POLICY, "QUERY_BUDGET_EXCEEDED",
                               "a client address holds its most HTTP connections at once", 429)
 

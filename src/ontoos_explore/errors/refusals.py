@@ -117,6 +117,17 @@ def headers_too_slow(timeout_s: float) -> ExploreError:
                       hint="send the request line and all its headers at once; the connection is closed")
 
 
+def head_too_large(limit: int) -> ExploreError:
+    return BudgetError(Codes.HEAD_TOO_LARGE, f"the request line and headers are over {limit // 1024} KB",
+                       hint="send a long exploration as the JSON body of a POST (/api/v1/explore, or over MCP) "
+                            "rather than in a GET's query string; the connection is closed")
+
+
+def unknown_method() -> ExploreError:
+    return InputError(Codes.WRONG_METHOD, "the request's method is not one HTTP/1.1 defines",
+                      hint="GET or POST (DELETE ends an MCP session); the connection is closed")
+
+
 def too_many_connections(cap: int) -> ExploreError:
     e = ExploreError(Codes.TOO_MANY_CONNECTIONS, f"this address has {cap} connections open to the server, its most",
                      hint="retry in 1 s on one of the connections already open (keep-alive), or close the idle ones",

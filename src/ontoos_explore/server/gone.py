@@ -2,7 +2,7 @@
 
 Starlette and uvicorn do not cancel a handler when its client leaves; an application that wants to
 must read its ASGI channel until `http.disconnect`, which takes a second task for every request. Here
-the HTTP protocol says it instead: `connections.GuardedH11` puts a list in each request's scope
+the HTTP protocol says it instead: `connections.GuardedHttp` puts a list in each request's scope
 (`GONE_KEY`) and, when the connection is lost before the request's answer is complete, calls what the
 list holds. `unless_gone(scope, work)` awaits `work` in the request's task and registers, for as long,
 a callback that cancels that task: the executor then cancels the query on PostgreSQL, `Tools.call`
