@@ -37,6 +37,7 @@ from ontoos_explore.grammar.limits import _LIST_EVENTS, MAX_TEXT, check_lists
 from ontoos_explore.grammar.parser import parse_text
 from ontoos_explore.names import IDENT_RE
 from ontoos_explore.server.governance_actions import REQUEST_ID
+from ontoos_explore.server.connections import METHOD_LIKE
 from ontoos_explore.server.mcp_http import SURROGATE_ESCAPE
 from ontoos_explore.server import dashboard_pages, dashboard_views
 from ontoos_explore.server.query_string import INTEGER
@@ -78,6 +79,9 @@ ADVERSARIAL = {
     "list scan, commas and parentheses": (lambda t: check_lists(t, "x"), "(," * (MAX_TEXT // 2)),
     # the /mcp pre-check's look for a surrogate escape, over a body of near misses
     "surrogate escape, near misses": (SURROGATE_ESCAPE.search, b"\\ud7" * (N // 4) + b"\\u" * (N // 2)),
+    # the HTTP protocol's look at what stood where a method goes (bytes llhttp refused)
+    "a method of many CRLFs then no word": (METHOD_LIKE.match, b"\r\n" * (N // 2) + b"!"),
+    "a method word that never ends": (METHOD_LIKE.match, b"A" * N),
     # types.convert's number texts, fullmatched
     "integer text with a letter at the end": (_INT_RE.fullmatch, "1" * N + "x"),
     "decimal text of many points": (_DEC_RE.fullmatch, "1." * (N // 2)),
