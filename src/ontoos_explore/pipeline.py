@@ -67,7 +67,7 @@ def compiled_before(source: Any, contract: Contract, role: str | Role,
                     cache: TemplateCache | None = TEMPLATES) -> CompiledQuery | None:
     """What `compile_exploration` returned for this very source before (contract, role and every character
     the same), from the cache's table of exact sources; None when it was not asked so, or there is no
-    cache, or `role` is no role (the compile gives that refusal). Nothing is parsed: a hash, so cheap."""
+    cache, or `role` is no role (the compile gives that refusal). Nothing is parsed (`TemplateCache.again`)."""
     if cache is None or (isinstance(role, str) and contract.role(role) is None):
         return None
     return cache.again(source, contract, resolve_role(contract, role))

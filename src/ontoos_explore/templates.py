@@ -272,7 +272,7 @@ class TemplateCache:
     def again(self, source: Any, contract: Contract, role: Role, memo: str | None = None) -> CompiledQuery | None:
         """What `source` compiled to before when it is asked exactly as then (a text, alone or as
         {"query": text}, or a JSON form: `memo` is its `json_memo_text`, made when not given), else None.
-        A hash of the source and nothing parsed: cheap whatever its size."""
+        Nothing parsed: one pass over the source at C speed (a JSON form's `repr`, then a hash)."""
         text = source.get("query") if isinstance(source, dict) and len(source) == 1 else source
         if isinstance(text, str):
             return self.exact(text, contract, role)
