@@ -31,6 +31,9 @@ answer. `GuardedHttp` (uvicorn's `HttpToolsProtocol`, subclassed; `serve` runs i
   limit less a reserve for the database pool, the audit and files; `serve`
   raises the soft limit to the hard one first): one more is closed at once.
 
+And one thing for speed: each request's answer leaves in one send, its head held until its body
+(`OneSend`), where uvicorn sends the two apart and its client is woken twice.
+
 None of these refusals is in the audit: they come before any request (and a
 flood must not fill the trail); the log says when an address reaches its cap.
 Behind a proxy every client has the proxy's address: raise `per_client`.
@@ -244,7 +247,10 @@ class GuardedHttp(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._begun = False
+        before = self.cycle
         super().on_headers_complete()
+        if self.cycle is not before:  # its writes go through `OneSend` (its task has not run yet)
+            self.cycle.transport = OneSend(self.transport, self.loop)
 
     def _grown(self, n: int) -> None:
         self._head += n
@@ -304,6 +310,46 @@ class GuardedHttp(HttpToolsProtocol):
             self.transport.close()
             return
         super().shutdown()
+
+
+class OneSend:
+    """The transport as one request's response cycle sees it: the response's head (its first write) is held
+    until the body's first write, and the two go to the socket in one send (`writelines`: uvloop writes them
+    with one writev, no copy). uvicorn writes the head as `http.response.start` comes and the body as its
+    message comes: two sends, so a client reads an answer in two wake-ups. A head whose body does not follow
+    in the same turn of the loop (a stream, a 100 Continue) is sent at the loop's next turn; `close` sends
+    what is held first. Everything else is the transport's own."""
+
+    __slots__ = ("_transport", "_loop", "_held", "_wrote")
+
+    def __init__(self, transport, loop) -> None:
+        self._transport, self._loop = transport, loop
+        self._held: bytes | None = None
+        self._wrote = False  # the first write came (it is held, or sent)
+
+    def write(self, data: bytes) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            self._transport.writelines((held, data))
+        elif self._wrote:
+            self._transport.write(data)
+        else:
+            self._wrote = True
+            self._held = data
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        held, self._held = self._held, None
+        if held is not None and not self._transport.is_closing():
+            self._transport.write(held)
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 def guarded(limits: ConnectionLimits) -> type[GuardedHttp]:
