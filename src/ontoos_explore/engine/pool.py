@@ -4,7 +4,10 @@ Every connection is autocommit (each exploration opens its own transaction, `exe
 CONNECT_OPTIONS (the session's settings as the result text and the guard expect them: a search_path of
 pg_catalog and pg_temp, UTC, ISO dates, read-only by default, a statement-timeout ceiling), the types
 `rows` takes as text loaded as text, and psycopg's own preparing off (`wire` prepares the statements).
-A connection back from use within IDLE_CHECK_S is handed out again unchecked; an older one is checked.
+A connection handed out within IDLE_CHECK_S of its last hand-out is handed out unchecked; one idle longer
+is checked first. The pool has no `reset` hook: with one, psycopg_pool returns every connection through
+a task of its worker (a wake-up of another task per request, and the connection back only once it ran);
+without, it is back in the pool as `putconn` returns.
 """
 
 from __future__ import annotations
@@ -52,7 +55,6 @@ async def open_pool(dsn: str, settings: Settings) -> AsyncConnectionPool:
                 "prepare_threshold": None},
         configure=_configure,
         check=_check_if_idle,
-        reset=_stamp,
         timeout=settings.pool_timeout_s,
         # psycopg_pool's retry delay doubles without a cap while it keeps trying: after a 40 s outage
         # the first connection came 22 s late. Giving up after 5 s, the next request starts afresh.
@@ -69,17 +71,16 @@ async def _configure(conn) -> None:
     load_as_text(conn.adapters)
 
 
-_returned: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-async def _stamp(conn) -> None:
-    """Pool `reset` hook: when the connection came back."""
-    _returned[conn] = time.monotonic()
+_handed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # connection -> when it was last handed out
 
 
 async def _check_if_idle(conn) -> None:
-    """Pool `check` hook: a connection back from use within IDLE_CHECK_S is used as is
-    (an empty query per checkout cost 0.1-0.25 ms); an older one is checked, so a
-    database restarted while the pool was quiet is noticed before a query fails."""
-    if time.monotonic() - _returned.get(conn, 0.0) > IDLE_CHECK_S:
+    """Pool `check` hook, at every hand-out: a connection handed out within IDLE_CHECK_S is used as is (an
+    empty query per checkout cost 0.1-0.25 ms); one idle longer is checked, so a database restarted while
+    the pool was quiet is noticed before a query fails. (Timed from the last hand-out, not the return: a
+    connection back from a query longer than IDLE_CHECK_S is checked once more than it needs.)"""
+    now = time.monotonic()
+    last = _handed.get(conn, 0.0)
+    _handed[conn] = now
+    if now - last > IDLE_CHECK_S:
         await AsyncConnectionPool.check_connection(conn)
