@@ -398,6 +398,27 @@ async def test_close_flushes_everything_queued(pg_dsn):
 
 
 @pytest.mark.anyio
+async def test_a_whole_batch_is_written_without_waiting_out_the_interval(pg_dsn):
+    """The writer gathers a batch for `interval` after its first event, unless a whole batch is queued
+    first: then it is written at once (and a partial one waits its interval)."""
+    reset_audit(pg_dsn)
+    writer = AuditWriter(pg_dsn, interval=30.0, batch=8)
+    await writer.start()
+    try:
+        writer.record(_events(1, "gov-audit-early")[0])
+        await asyncio.sleep(0.3)
+        assert writer.written == 0  # one event: its batch is still gathering
+        for e in _events(7, "gov-audit-early"):
+            writer.record(e)
+        deadline = time.monotonic() + 10
+        while writer.written < 8 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert writer.written == 8 and count_events(pg_dsn) == 8  # long before the 30 s interval
+    finally:
+        await writer.close()
+
+
+@pytest.mark.anyio
 async def test_record_does_not_touch_the_database(pg_dsn):
     """Recording only enqueues: right after record() the event is not in the table yet."""
     reset_audit(pg_dsn)

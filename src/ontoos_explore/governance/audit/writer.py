@@ -7,6 +7,7 @@ keep is counted and written as a gap (the package docstring says how).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -57,6 +58,8 @@ class AuditWriter:
     _claimed: list[Claimed] = field(default_factory=list, repr=False)
     _backlog: list[Event] = field(default_factory=list, repr=False)  # claimed events, written a batch at a time first
     _queue: asyncio.Queue | None = field(default=None, repr=False)
+    _enough: asyncio.Event | None = field(default=None, repr=False)
+    _stopping: bool = field(default=False, repr=False)  # close() queued the stop marker: no more gathering
     _task: asyncio.Task | None = field(default=None, repr=False)
     _pending: list[Event] = field(default_factory=list, repr=False)
     _queued: int = field(default=0, repr=False)
@@ -70,6 +73,7 @@ class AuditWriter:
     def __post_init__(self) -> None:
         # unbounded as an asyncio.Queue: the bounds are checked in record(), so the stop marker always fits
         self._queue = asyncio.Queue()  # record() works before start(); events wait
+        self._enough = asyncio.Event()  # set when a batch is queued (or at close): the writer gathers no longer
 
     # ------------------------------------------------------------ the caller's path
 
@@ -83,6 +87,8 @@ class AuditWriter:
             self.spool.append(event)
         self._queue.put_nowait(event)
         self._queued += 1
+        if self._queued >= self.batch:
+            self._enough.set()  # a whole batch (with what the writer holds): it stops gathering
         self._bytes += size
         self._max_queued = max(self._max_queued, self._queued)
 
@@ -155,21 +161,21 @@ class AuditWriter:
             self.spool.settled(self.written + self.rejected - self.recovered)
 
     async def _collect(self) -> bool:
-        """Move one batch from the queue to `_pending`; True when the stop marker was reached."""
-        loop = asyncio.get_running_loop()
-        first = await self._queue.get()
+        """Move one batch from the queue to `_pending`; True when the stop marker was reached. The events
+        that come within `interval` of the first join its batch: the writer sleeps through them (one
+        wake-up a batch, not one an event), woken early once a whole batch is queued or at close."""
+        queue = self._queue
+        first = await queue.get()
         if first is None:
             return True
         self._pending.append(first)
-        deadline = loop.time() + self.interval
-        while len(self._pending) < self.batch:
-            timeout = deadline - loop.time()
-            if timeout <= 0:
-                break
-            try:
-                item = await asyncio.wait_for(self._queue.get(), timeout)
-            except TimeoutError:
-                break
+        if queue.qsize() + 1 < self.batch and not self._stopping:
+            self._enough.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.interval):
+                    await self._enough.wait()
+        while len(self._pending) < self.batch and not queue.empty():
+            item = queue.get_nowait()
             if item is None:
                 return True
             self._pending.append(item)
@@ -308,6 +314,8 @@ class AuditWriter:
                 self.spool.close()
             return
         self._queue.put_nowait(None)  # the stop marker goes behind every queued event
+        self._stopping = True
+        self._enough.set()
         loop = asyncio.get_running_loop()
         progress, deadline = (self.written, self.rejected), loop.time() + timeout
         while True:
