@@ -50,6 +50,10 @@ class Metrics:
                                 ["surface", "tool", "outcome", "subtype"], registry=r)
         self.latency = Histogram("ontoos_request_seconds", "Tool calls' time from admission to answer",
                                  ["surface", "tool"], buckets=LATENCY_BUCKETS, registry=r)
+        # each label set's child, kept (`labels()` checks and joins the values under a lock each time); the
+        # label values are few (see the module), so these stay small
+        self._counters: dict[tuple[str, ...], Any] = {}
+        self._histograms: dict[tuple[str, ...], Any] = {}
         self.limited = Counter("ontoos_limited", "Calls refused by a limit, by reason", ["reason"], registry=r)
         self.pool = Gauge("ontoos_pool_connections", "The query pool's connections", ["state"], registry=r,
                           multiprocess_mode="livesum")
@@ -71,9 +75,15 @@ class Metrics:
             subtype = code.subtype
             if error.reason in LIMITS:
                 self.limited.labels(error.reason).inc()
-        self.requests.labels(surface, tool, outcome, subtype).inc()
+        counter = self._counters.get(key := (surface, tool, outcome, subtype))
+        if counter is None:
+            counter = self._counters[key] = self.requests.labels(*key)
+        counter.inc()
         if seconds is not None:
-            self.latency.labels(surface, tool).observe(seconds)
+            histogram = self._histograms.get(key := (surface, tool))
+            if histogram is None:
+                histogram = self._histograms[key] = self.latency.labels(*key)
+            histogram.observe(seconds)
 
     def sample(self, tools: Any) -> None:
         """The values read rather than counted: the pool, the audit writer, the caches."""
