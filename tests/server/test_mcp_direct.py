@@ -220,3 +220,27 @@ async def test_a_duplicated_routing_header_is_the_sdks_to_refuse(endpoint):
 
 async def test_a_call_without_a_principal_is_not_answered_in_place(endpoint):
     assert endpoint.direct.takes(message("ontoos_catalog"), None) is None
+
+
+async def test_a_kept_verdict_is_only_ever_its_own_requests(endpoint):
+    """Every request above, good and bad, through one endpoint three times over: the verdicts the direct
+    path keeps never let a request through that it would refuse, nor the other way round."""
+    good = [message(*CALLS[case]) for case in ("the JSON form", "a named query's own tool", "no arguments at all")]
+    for _ in range(3):
+        for msg in good:
+            ex = Exchange(b"")
+            assert await endpoint.direct.answer(scope_for(headers_for(msg)), ex.send, msg, ANALYST) is True
+            assert ex.status == 200
+        for case, (msg, change, _, _) in LEFT.items():
+            ex = Exchange(b"")
+            assert await endpoint.direct.answer(scope_for(headers_for(msg, **change)), ex.send, msg, ANALYST) is False, case
+            assert ex.sent == []
+    assert endpoint.direct._verdicts  # they were kept: the rounds after the first read them
+
+
+async def test_a_large_request_is_checked_every_time(endpoint):
+    msg = message("ontoos_catalog", meta={PROTOCOL_VERSION_META_KEY: LATEST_MODERN_VERSION,
+                                          CLIENT_CAPABILITIES_META_KEY: {"x-" + "a" * 5000: {}}})
+    ex = Exchange(b"")
+    assert await endpoint.direct.answer(scope_for(headers_for(msg)), ex.send, msg, ANALYST) is True
+    assert endpoint.direct._verdicts == {}

@@ -80,20 +80,22 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
             yield
 
     app = Starlette(
+        # in the order a request is matched: the two the agents and scripts call on every question first
+        # (each route before a request's own costs it a regex match)
         routes=[
+            Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
+            Route("/api/v1/explore", rest.explore, methods=["GET", "POST"]),
             Route("/api/v1/requests", rest.request_query, methods=["POST"]),
             Route("/healthz", rest.healthz, methods=["GET"]),
             Route("/readyz", rest.readyz, methods=["GET"]),
             Route("/favicon.ico", rest.favicon, methods=["GET"]),
             Route("/metrics", rest.metrics, methods=["GET"]),
-            Route("/api/v1/explore", rest.explore, methods=["GET", "POST"]),
             Route("/api/v1/catalog", rest.catalog, methods=["GET"]),
             Route("/api/v1/queries", rest.queries, methods=["GET"]),
             Route("/api/v1/queries/{id}", rest.query, methods=["GET"]),
             Route("/api/v1/queries/{id}/run", rest.run_query, methods=["POST"]),
             Route("/api/v1/openapi.json", rest.openapi, methods=["GET"]),
             Route("/.well-known/{rest:path}", rest.well_known, methods=["GET", "HEAD", "POST"]),
-            Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
             *(governance.routes() if governance is not None else []),
         ],
         exception_handlers={HTTPException: no_route, ExploreError: refused, Exception: crash},

@@ -17,6 +17,8 @@ them, and leaves every other request to the SDK (it says False, having read noth
 - the SDK's own checks pass: the transport's Host, Origin and Content-Type
   (`TransportSecurityMiddleware`), an Accept that takes JSON, no routing header twice, and the
   per-request envelope against the headers and the supported versions (`classify_inbound_request`).
+  A client sends the same headers and envelope with every call: each verdict is kept (`Direct.verdict`),
+  some 50 us of a call where the code is cold.
 
 Any rejection, unknown tool or odd shape is therefore the SDK's answer, as before. The call itself is
 the handler's (`mcp_server.run_tool`, so `Tools.call`: admitted, run, recorded once), its result the
@@ -34,6 +36,7 @@ from mcp.server.transport_security import TransportSecurityMiddleware, Transport
 from mcp.shared.inbound import InboundModernRoute, classify_inbound_request, find_duplicated_routing_header
 from mcp.types import CallToolRequestParams
 from mcp_types import SERVER_INFO_META_KEY
+import orjson
 from pydantic import ValidationError
 from starlette.requests import Request
 
@@ -44,6 +47,9 @@ from .mcp_server import run_tool, tool_result
 from .tools import Tools
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
+UNREAD_HEADERS = (b"authorization", b"content-length")  # differ from call to call; no check reads them
+MOST_KEPT_BYTES = 4096  # of a request's headers and parameters, for its verdict to be kept
+MOST_VERDICTS = 256
 
 
 class Direct:
@@ -55,6 +61,47 @@ class Direct:
         self.security = TransportSecurityMiddleware(security)
         # the SDK copies its stamp for each response in case a caller changes it; this one is only encoded
         self.stamp = server.server_info_stamp
+        self._verdicts: dict[tuple, str | None] = {}  # (headers, parameters but the arguments) -> `verdict`
+
+    async def verdict(self, scope, message: dict[str, Any]) -> str | None:
+        """The SDK's checks of a request `takes` took: its protocol version, or None to leave it to the SDK.
+        They read the headers and the message's parameters but for the arguments (any JSON object passes),
+        and nothing else: a client sends the same ones with every call, so each verdict is kept, by those
+        exact bytes (a small request's: a large one is checked every time, and the table starts again
+        when full). The tool's schema lookup depends on the caller: never kept."""
+        params = message["params"]
+        key = None
+        try:
+            rest = orjson.dumps({k: v for k, v in params.items() if k != "arguments"})
+        except (TypeError, orjson.JSONEncodeError):
+            rest = None
+        if rest is not None and len(rest) <= MOST_KEPT_BYTES:
+            headers = tuple(h for h in scope["headers"] if h[0] not in UNREAD_HEADERS)
+            if sum(len(k) + len(v) for k, v in headers) + len(rest) <= MOST_KEPT_BYTES:
+                key = (headers, rest)
+                if key in self._verdicts:
+                    return self._verdicts[key]
+        version = await self._checked(scope, message)
+        if key is not None:
+            if len(self._verdicts) >= MOST_VERDICTS:
+                self._verdicts.clear()
+            self._verdicts[key] = version
+        return version
+
+    async def _checked(self, scope, message: dict[str, Any]) -> str | None:
+        request = Request(scope)
+        if await self.security.validate_request(request, is_post=True) is not None:
+            return None
+        if not check_accept_headers(request)[0] or find_duplicated_routing_header(request.headers.items()):
+            return None
+        verdict = classify_inbound_request(message, headers=dict(request.headers))
+        if not isinstance(verdict, InboundModernRoute):
+            return None
+        try:
+            CallToolRequestParams.model_validate(message["params"], by_name=False)
+        except ValidationError:
+            return None
+        return verdict.protocol_version
 
     def takes(self, message: dict[str, Any], principal: Principal | None) -> str | None:
         """The tool name of a message this answers by its shape and caller alone, else None."""
@@ -73,23 +120,14 @@ class Direct:
         name = self.takes(message, principal)
         if name is None:
             return False
-        request = Request(scope)
-        if await self.security.validate_request(request, is_post=True) is not None:
-            return False
-        if not check_accept_headers(request)[0] or find_duplicated_routing_header(request.headers.items()):
-            return False
-        verdict = classify_inbound_request(message, headers=dict(request.headers))
-        if not isinstance(verdict, InboundModernRoute) or self.schema_of(name) is not None:
+        version = await self.verdict(scope, message)
+        if version is None or self.schema_of(name) is not None:
             return False
         params = message["params"]
-        try:
-            CallToolRequestParams.model_validate(params, by_name=False)
-        except ValidationError:
-            return False
         answer = await unless_gone(scope, run_tool(self.tools, name, params.get("arguments") or {}, principal))
         if answer is None:  # its client has gone: nobody to answer
             return True
-        result = tool_result(answer, verdict.protocol_version)
+        result = tool_result(answer, version)
         result["_meta"] = {SERVER_INFO_META_KEY: self.stamp}
         body = dumps_bytes({"jsonrpc": "2.0", "id": message["id"], "result": result})
         await send({"type": "http.response.start", "status": 200,

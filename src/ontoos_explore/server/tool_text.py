@@ -39,6 +39,10 @@ def text_of(envelope: dict[str, Any], most: int | None = TEXT_BYTES) -> str:
     rows = data.get("rows") if isinstance(data, dict) else None
     if most is None or not isinstance(rows, list) or len(rows) <= 1:
         return dumps(envelope)
+    if len(rows) <= SAMPLE_ROWS:  # no more than a sample's rows: the whole text costs what measuring would
+        whole = dumps(envelope)
+        if len(whole) <= most:
+            return whole
     sample = rows[:SAMPLE_ROWS]
     head = len(dumps({**envelope, "data": {**data, "rows": []}, "text": _said(len(rows), len(rows))}))
     per_row = (len(dumps(sample)) - 1) / len(sample)  # each row and its comma
