@@ -6,6 +6,8 @@ so a smoke run catches a suite that no longer measures what it says."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from benchmarks import compile_bench, exec_bench
@@ -53,3 +55,13 @@ def test_the_peers_benchmark_asks_every_contender_the_same_question(demo, tmp_pa
     path.write_text(json.dumps({"queries": [compiled[q.name].entry for q in QUESTIONS if q.named]}))
     registry = Registry.load(path, demo)
     assert registry.problems == [] and sorted(registry.entries) == sorted(f"bench_{q.name}" for q in QUESTIONS if q.named)
+
+
+def test_mcp_peers_reads_a_blocks_cpu_to_the_nanosecond_unless_a_thread_ended():
+    from benchmarks.mcp_peers import cpu_delta, schedstat_seconds
+
+    assert cpu_delta((1.000, 5.00), (1.4071, 5.41)) == pytest.approx(0.4071)  # the ticks agree to a tick
+    assert cpu_delta((1.000, 5.00), (1.300, 5.45)) == pytest.approx(0.45)  # 150 ms gone with an ended thread
+    spent = schedstat_seconds(os.getpid())
+    sum(i * i for i in range(200_000))
+    assert schedstat_seconds(os.getpid()) > spent
