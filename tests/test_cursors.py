@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
+
+import pytest
 
 from ontoos_explore import cursors
 from ontoos_explore.cursors import Cursors, Page, _b64, batches_digest
@@ -47,3 +50,11 @@ def test_a_token_of_the_earlier_text_opens_as_one_minted_now() -> None:
                          separators=(",", ":"), ensure_ascii=False).encode()
     token = f"{_b64(earlier)}.{c._sign(earlier)}"
     assert c.open(token, "ann as reader", "c0ffee") == page == c.open(c.mint(page), "ann as reader", "c0ffee")
+
+
+def test_only_text_batches_are_kept_so_values_orjson_writes_alike_stay_apart() -> None:
+    none, nan = {"source_batch": {"k8s": None}}, {"source_batch": {"k8s": float("nan")}}
+    assert batches_digest(none) == canonical(none["source_batch"])
+    assert batches_digest(nan) == canonical(nan["source_batch"]) != batches_digest(none)
+    with pytest.raises(TypeError):  # as the canonical text refuses it, whatever orjson would write
+        batches_digest({"source_batch": {"k8s": uuid.uuid4()}})

@@ -1,10 +1,9 @@
-"""Exploration ids (`envelope.new_id`): 16 hex digits, never the same twice, across threads and forks."""
+"""Exploration ids (`envelope.new_id`): 16 hex digits, never the same twice, across blocks and forks."""
 
 from __future__ import annotations
 
 import os
 import re
-import threading
 
 from ontoos_explore import envelope
 from ontoos_explore.envelope import IDS_PER_READ, new_id
@@ -14,22 +13,6 @@ def test_ids_are_sixteen_hex_digits_and_all_different_across_blocks() -> None:
     ids = [new_id() for _ in range(IDS_PER_READ * 5)]
     assert all(re.fullmatch(r"[0-9a-f]{16}", i) for i in ids)
     assert len(set(ids)) == len(ids)
-
-
-def test_threads_drawing_at_once_never_get_the_same_id() -> None:
-    got: list[list[str]] = [[] for _ in range(4)]
-
-    def draw(out: list[str]) -> None:
-        for _ in range(IDS_PER_READ * 8):
-            out.append(new_id())
-
-    threads = [threading.Thread(target=draw, args=(out,)) for out in got]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    every = [i for out in got for i in out]
-    assert len(set(every)) == len(every) == 4 * IDS_PER_READ * 8
 
 
 def test_a_forked_child_does_not_draw_its_parents_ids() -> None:

@@ -62,15 +62,14 @@ class Page:
 def batches_digest(evidence: dict[str, Any] | None) -> str:
     """The publish-log batches an answer was read from, as a short digest ("" for none): of their
     canonical JSON (`json.dumps`, sorted keys), so every version of this service computes the same one.
-    Answers read from the same batches are many: each set's digest is kept, found by its orjson text
-    (~1 us against ~5 for the canonical text and its hash)."""
+    Answers read from the same batches are many: each set's digest (of source -> batch id, both text)
+    is kept, found by its orjson text (~1 us against ~5 for the canonical text and its hash)."""
     found = (evidence or {}).get("source_batch")
     if not found:
         return ""
-    try:
-        key = orjson.dumps(found, option=orjson.OPT_SORT_KEYS)
-    except (TypeError, orjson.JSONEncodeError):  # what orjson cannot write: the canonical text alone
-        return _digest(found)
+    if not isinstance(found, dict) or not all(type(k) is str and type(v) is str for k, v in found.items()):
+        return _digest(found)  # only source -> batch id text is kept: there orjson's text is one-to-one
+    key = orjson.dumps(found, option=orjson.OPT_SORT_KEYS)
     digest = _DIGESTS.get(key)
     if digest is None:
         if len(_DIGESTS) >= MAX_DIGESTS:

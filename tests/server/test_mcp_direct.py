@@ -231,9 +231,13 @@ async def test_a_kept_verdict_is_only_ever_its_own_requests(endpoint):
             ex = Exchange(b"")
             assert await endpoint.direct.answer(scope_for(headers_for(msg)), ex.send, msg, ANALYST) is True
             assert ex.status == 200
-        for case, (msg, change, _, _) in LEFT.items():
+        refused = [(headers_for(msg, **change), msg) for msg, change, _, _ in LEFT.values()]
+        catalog = message("ontoos_catalog")
+        refused += [(headers_for(catalog, content_type="text/plain"), catalog),
+                    (headers_for(catalog) + [(b"mcp-method", b"tools/call")], catalog)]
+        for headers, msg in refused:
             ex = Exchange(b"")
-            assert await endpoint.direct.answer(scope_for(headers_for(msg, **change)), ex.send, msg, ANALYST) is False, case
+            assert await endpoint.direct.answer(scope_for(headers), ex.send, msg, ANALYST) is False, headers
             assert ex.sent == []
     assert endpoint.direct._verdicts  # they were kept: the rounds after the first read them
 

@@ -68,9 +68,47 @@ def test_an_envelope_is_accepted_and_a_refusal_shape_is_not() -> None:
     assert not check.is_valid({"ok": True, "data": {}})
 
 
+def same_verdicts(schema: dict, instances: list) -> None:
+    full, flat = Draft202012Validator(schema), Draft202012Validator(lean(schema))
+    for instance in instances:
+        assert flat.is_valid(instance) == full.is_valid(instance), (schema, instance)
+
+
 def test_a_reference_beside_other_keywords_keeps_both() -> None:
     schema = {"$defs": {"N": {"type": "integer"}}, "properties": {"n": {"$ref": "#/$defs/N", "minimum": 3}}}
+    assert lean(schema) == {"properties": {"n": {"minimum": 3, "allOf": [{"type": "integer"}]}}}
+    same_verdicts(schema, [{"n": 2}, {"n": "a"}, {"n": 4}])
+    beside_all_of = {"$defs": {"N": {"type": "integer"}},
+                     "properties": {"n": {"$ref": "#/$defs/N", "allOf": [{"minimum": 3}]}}}
+    same_verdicts(beside_all_of, [{"n": "a"}, {"n": 2}, {"n": 5}])
+
+
+def test_values_are_data_and_names_are_names_never_keywords() -> None:
+    """const, enum and examples hold instances; patternProperties and the like map names: nothing in them
+    is rewritten, whatever it is called."""
+    schema = {"$defs": {"N": {"type": "integer"}},
+              "properties": {"c": {"const": {"title": "x", "k": 1}}, "e": {"enum": [{"$ref": "#/$defs/N"}]},
+                             "x": {"examples": [{"default": 1}]}},
+              "patternProperties": {"title": {"type": "integer"}, "default": {"type": "string"}},
+              "dependentRequired": {"title": ["default"]}}
     flat = lean(schema)
-    assert flat == {"properties": {"n": {"allOf": [{"type": "integer"}], "minimum": 3}}}
-    assert not Draft202012Validator(flat).is_valid({"n": 2}) and not Draft202012Validator(flat).is_valid({"n": "a"})
-    assert Draft202012Validator(flat).is_valid({"n": 4})
+    assert flat["properties"]["c"] == {"const": {"title": "x", "k": 1}}
+    assert flat["properties"]["e"] == {"enum": [{"$ref": "#/$defs/N"}]}
+    assert flat["properties"]["x"] == {"examples": [{"default": 1}]}
+    assert flat["patternProperties"] == schema["patternProperties"] and flat["dependentRequired"] == {"title": ["default"]}
+    same_verdicts(schema, [{"c": {"title": "x", "k": 1}}, {"c": {"k": 1}}, {"title": "s"}, {"title": 3},
+                           {"e": {"$ref": "#/$defs/N"}}, {"title": 1}, {"title": 1, "default": "d"}])
+
+
+def test_additional_properties_true_stays_where_unevaluated_keywords_read_it() -> None:
+    schema = {"allOf": [{"additionalProperties": True}], "unevaluatedProperties": False}
+    assert lean(schema) == schema
+    same_verdicts(schema, [{"x": 1}, {}])
+
+
+def test_a_schema_it_cannot_say_flat_is_published_as_it_is() -> None:
+    recursive = {"$defs": {"T": {"type": "object", "properties": {"child": {"$ref": "#/$defs/T"}}}},
+                 "$ref": "#/$defs/T"}
+    deep = {"$defs": {"A": {"properties": {"b": {"type": "integer"}}}}, "properties": {
+        "b": {"$ref": "#/$defs/A/properties/b"}}}
+    assert lean(recursive) is recursive and lean(deep) is deep

@@ -29,6 +29,15 @@ def test_an_answer_that_fits_is_its_whole_envelope():
     assert json.loads(text_of(env)) == env and len(text_of(env)) < TEXT_BYTES
 
 
+@pytest.mark.parametrize("rows", [2, 10, 64, 65, 300])
+def test_a_whole_that_fits_to_the_character_is_sent_whole_whatever_the_rows(rows):
+    env = envelope(rows, width=2)
+    whole = json.dumps(env, separators=(",", ":"), ensure_ascii=False)
+    assert text_of(env, len(whole)) == whole
+    cut = json.loads(text_of(env, len(whole) - 1))  # one character short: the first rows, said so
+    assert cut["text"]["rows"] == rows and cut["text"]["rows_shown"] == len(cut["data"]["rows"]) < rows
+
+
 @pytest.mark.parametrize("rows", [400, 2000, 20_000])
 def test_a_larger_answer_shows_the_longest_prefix_that_fits_and_says_so(rows):
     env = envelope(rows)

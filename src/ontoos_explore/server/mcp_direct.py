@@ -47,8 +47,10 @@ from .mcp_server import run_tool, tool_result
 from .tools import Tools
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
-UNREAD_HEADERS = (b"authorization", b"content-length")  # differ from call to call; no check reads them
+# no check reads these: left out of a verdict's key (they differ from call to call, or are secrets)
+UNREAD_HEADERS = (b"authorization", b"content-length", b"cookie", b"proxy-authorization")
 MOST_KEPT_BYTES = 4096  # of a request's headers and parameters, for its verdict to be kept
+PAIR_BYTES = 64  # what a kept header costs beyond its bytes (its tuple)
 MOST_VERDICTS = 256
 
 
@@ -61,7 +63,7 @@ class Direct:
         self.security = TransportSecurityMiddleware(security)
         # the SDK copies its stamp for each response in case a caller changes it; this one is only encoded
         self.stamp = server.server_info_stamp
-        self._verdicts: dict[tuple, str | None] = {}  # (headers, parameters but the arguments) -> `verdict`
+        self._verdicts: dict[tuple, str | None] = {}  # (method, headers, params but arguments) -> `verdict`
 
     async def verdict(self, scope, message: dict[str, Any]) -> str | None:
         """The SDK's checks of a request `takes` took: its protocol version, or None to leave it to the SDK.
@@ -76,9 +78,9 @@ class Direct:
         except (TypeError, orjson.JSONEncodeError):
             rest = None
         if rest is not None and len(rest) <= MOST_KEPT_BYTES:
-            headers = tuple(h for h in scope["headers"] if h[0] not in UNREAD_HEADERS)
-            if sum(len(k) + len(v) for k, v in headers) + len(rest) <= MOST_KEPT_BYTES:
-                key = (headers, rest)
+            headers = tuple((k, v) for k, v in scope["headers"] if k not in UNREAD_HEADERS)
+            if sum(len(k) + len(v) + PAIR_BYTES for k, v in headers) + len(rest) <= MOST_KEPT_BYTES:
+                key = (message.get("method"), headers, rest)
                 if key in self._verdicts:
                     return self._verdicts[key]
         version = await self._checked(scope, message)

@@ -24,6 +24,7 @@ from ..jsontext import dumps
 
 TEXT_BYTES = 12_000  # characters of JSON text, about 3,000 tokens: the most a result's text holds
 SAMPLE_ROWS = 64  # rows whose text is measured to estimate how many fit
+WHOLE_SLACK = 1.25  # the whole is encoded to see if it fits when the sample's estimate is within this of `most`
 WITHOUT_STRUCTURED = frozenset({"2024-11-05", "2025-03-26"})  # protocol versions before structured content
 
 
@@ -34,22 +35,23 @@ def knows_structured(protocol_version: str | None) -> bool:
 
 def text_of(envelope: dict[str, Any], most: int | None = TEXT_BYTES) -> str:
     """The envelope as JSON text: whole when it fits in `most` characters (or `most` is None), else with
-    the longest prefix of its rows that fits and a `text` member that says so."""
+    the longest prefix of its rows that fits and a `text` member that says so. (Past SAMPLE_ROWS rows
+    the whole is tried when the first rows put it within WHOLE_SLACK of `most`: rows far shorter further
+    on can leave a whole that would have fit cut.)"""
     data = envelope.get("data")
     rows = data.get("rows") if isinstance(data, dict) else None
     if most is None or not isinstance(rows, list) or len(rows) <= 1:
         return dumps(envelope)
-    if len(rows) <= SAMPLE_ROWS:  # no more than a sample's rows: the whole text costs what measuring would
-        whole = dumps(envelope)
-        if len(whole) <= most:
-            return whole
     sample = rows[:SAMPLE_ROWS]
-    head = len(dumps({**envelope, "data": {**data, "rows": []}, "text": _said(len(rows), len(rows))}))
-    per_row = (len(dumps(sample)) - 1) / len(sample)  # each row and its comma
-    if head + per_row * len(rows) <= most:
-        whole = dumps(envelope)
+    if len(rows) > SAMPLE_ROWS:  # more rows than a sample: encode the whole only if it may fit
+        bare = len(dumps({**envelope, "data": {**data, "rows": []}}))
+        per_row = (len(dumps(sample)) - 1) / len(sample)  # each row and its comma
+    if len(rows) <= SAMPLE_ROWS or bare + per_row * len(rows) <= most * WHOLE_SLACK:
+        whole = dumps(envelope)  # for a sample's rows or fewer, the whole costs what measuring would
         if len(whole) <= most:
             return whole
+    head = len(dumps({**envelope, "data": {**data, "rows": []}, "text": _said(len(rows), len(rows))}))
+    per_row = (len(dumps(sample)) - 1) / len(sample)
 
     def render(k: int) -> str:
         return dumps({**envelope, "data": {**data, "rows": rows[:k]}, "text": _said(k, len(rows))})
