@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import hmac
 import json
@@ -35,8 +36,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-import orjson
 
 from .errors import Codes, ExploreError
 from .jsontext import dumps_bytes
@@ -62,28 +61,23 @@ class Page:
 def batches_digest(evidence: dict[str, Any] | None) -> str:
     """The publish-log batches an answer was read from, as a short digest ("" for none): of their
     canonical JSON (`json.dumps`, sorted keys), so every version of this service computes the same one.
-    Answers read from the same batches are many: each set's digest (of source -> batch id, both text)
-    is kept, found by its orjson text (~1 us against ~5 for the canonical text and its hash)."""
+    Answers read from the same batches are many: the digest of each set of source -> batch id (both
+    text, as the log's rows are read) is kept (~1 us against ~5 for the canonical text and its hash)."""
     found = (evidence or {}).get("source_batch")
     if not found:
         return ""
-    if not isinstance(found, dict) or not all(type(k) is str and type(v) is str for k, v in found.items()):
-        return _digest(found)  # only source -> batch id text is kept: there orjson's text is one-to-one
-    key = orjson.dumps(found, option=orjson.OPT_SORT_KEYS)
-    digest = _DIGESTS.get(key)
-    if digest is None:
-        if len(_DIGESTS) >= MAX_DIGESTS:
-            _DIGESTS.clear()
-        digest = _DIGESTS[key] = _digest(found)
-    return digest
+    if isinstance(found, dict) and all(type(k) is str and type(v) is str for k, v in found.items()):
+        return _text_digest(tuple(sorted(found.items())))
+    return _digest(found)
 
 
 def _digest(found: Any) -> str:
     return hashlib.sha256(json.dumps(found, sort_keys=True).encode()).hexdigest()[:16]
 
 
-MAX_DIGESTS = 1024  # sets of batches whose digest is kept (the lake publishes a few a day)
-_DIGESTS: dict[bytes, str] = {}
+@functools.lru_cache(maxsize=1024)  # sets of batches (the lake publishes a few a day)
+def _text_digest(items: tuple[tuple[str, str], ...]) -> str:
+    return _digest(dict(items))
 
 
 def expired(message: str, hint: str = "ask the question again (without cursor) for a first page") -> ExploreError:

@@ -43,15 +43,14 @@ def text_of(envelope: dict[str, Any], most: int | None = TEXT_BYTES) -> str:
     if most is None or not isinstance(rows, list) or len(rows) <= 1:
         return dumps(envelope)
     sample = rows[:SAMPLE_ROWS]
-    if len(rows) > SAMPLE_ROWS:  # more rows than a sample: encode the whole only if it may fit
-        bare = len(dumps({**envelope, "data": {**data, "rows": []}}))
-        per_row = (len(dumps(sample)) - 1) / len(sample)  # each row and its comma
-    if len(rows) <= SAMPLE_ROWS or bare + per_row * len(rows) <= most * WHOLE_SLACK:
-        whole = dumps(envelope)  # for a sample's rows or fewer, the whole costs what measuring would
+    per_row = (len(dumps(sample)) - 1) / len(sample)  # each row and its comma
+    # a sample's rows or fewer: the whole costs what measuring would; more: only if it may fit
+    if len(rows) <= SAMPLE_ROWS or (len(dumps({**envelope, "data": {**data, "rows": []}}))
+                                    + per_row * len(rows) <= most * WHOLE_SLACK):
+        whole = dumps(envelope)
         if len(whole) <= most:
             return whole
     head = len(dumps({**envelope, "data": {**data, "rows": []}, "text": _said(len(rows), len(rows))}))
-    per_row = (len(dumps(sample)) - 1) / len(sample)
 
     def render(k: int) -> str:
         return dumps({**envelope, "data": {**data, "rows": rows[:k]}, "text": _said(k, len(rows))})
