@@ -23,6 +23,7 @@ from typing import Any
 import psycopg
 import pytest
 from mcp import Client
+from prometheus_client.parser import text_string_to_metric_families
 from starlette.datastructures import QueryParams
 
 from ontoos_explore.engine.executor import Executor
@@ -32,6 +33,7 @@ from ontoos_explore.errors import Codes, InputError
 from ontoos_explore.server.app import build_app
 from ontoos_explore.server.config import Authenticator, Principal, RateLimit, RateLimiter, ServerConfig
 from ontoos_explore.server.mcp_server import build_server, fixed
+from ontoos_explore.server.metrics import Metrics
 from ontoos_explore.server.query_string import catalog_arguments, explore_arguments
 from ontoos_explore.server.tools import (
     TOOLS,
@@ -44,6 +46,7 @@ from ontoos_explore.server.tools import (
     StatsInput,
     Tools,
     input_schema,
+    recorded_after_send,
     validate,
 )
 from ontoos_explore.service import Explorer
@@ -95,8 +98,9 @@ def app_for(tools: Tools, **principal: Any):
 
 
 async def asgi(app, method: str, path: str, *, query: str = "", body: bytes = b"",
-               headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any], int]:
-    """One HTTP request through the ASGI app, in-process -> (status, JSON body, receive() calls)."""
+               headers: dict[str, str] | None = None, on_send=None) -> tuple[int, dict[str, Any], int]:
+    """One HTTP request through the ASGI app, in-process -> (status, JSON body, receive() calls);
+    `on_send(message)`: called as each message is sent."""
     raw = [(b"host", b"testserver"), (b"authorization", f"Bearer {TOKEN}".encode())]
     raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     if body:
@@ -113,6 +117,8 @@ async def asgi(app, method: str, path: str, *, query: str = "", body: bytes = b"
         await asyncio.Event().wait()  # the client stays
 
     async def send(message):
+        if on_send is not None:
+            on_send(message)
         sent.append(message)
 
     await app(scope, receive, send)
@@ -516,3 +522,88 @@ async def test_a_large_requests_event_is_built_off_the_loop_and_queued_once_even
     # not cancelled, the call returns once its event is queued
     answer = await tools.call("ontoos_explore", asked, ALICE, "rest")
     assert answer.error.code == "EX102" and len(tools.audit.events) == 2
+
+
+# ================================================================ sent first, recorded as the block ends
+
+
+def answered(tools: Tools) -> float:
+    """How many answers the metrics have counted."""
+    return sum(s.value for f in text_string_to_metric_families(tools.metrics.exposition().decode())
+               for s in f.samples if s.name == "ontoos_requests_total")
+
+
+async def test_a_rest_answer_is_sent_before_it_is_recorded_and_then_recorded_once(tools):
+    app = app_for(tools)  # its metrics too
+    seen: list[tuple[int, float]] = []
+
+    def at_body(message) -> None:  # what is recorded as the answer's last bytes leave
+        if message["type"] == "http.response.body" and not message.get("more_body"):
+            seen.append((len(tools.audit.events), answered(tools)))
+
+    requests = [("POST", "/api/v1/explore", "", json.dumps(QUESTION).encode(), 200),
+                ("GET", "/api/v1/explore", "dataset=workloads&fields=name&limit=1", b"", 200),
+                ("POST", "/api/v1/explore", "", b'{"dataset": "workloads", "dataset": "x"}', 400),  # the surface's own
+                ("GET", "/api/v1/catalog", "dataset=workloads", b"", 200),
+                ("GET", "/api/v1/queries", "", b"", 200)]
+    for i, (method, path, query, body, status) in enumerate(requests):
+        got = await asgi(app, method, path, query=query, body=body, on_send=at_body)
+        assert got[0] == status
+        assert seen[-1] == (i, i)  # sent: not yet recorded
+        assert (len(tools.audit.events), answered(tools)) == (i + 1, i + 1)  # returned: recorded, once
+    assert tools.audit.codes() == [("rest", None), ("rest", None), ("rest", "EX102"), ("rest", None), ("rest", None)]
+
+
+async def test_what_a_block_holds_back_is_recorded_once_however_the_block_ends(tools):
+    tools.metrics = Metrics()
+    with pytest.raises(RuntimeError):
+        with recorded_after_send():
+            assert (await tools.call("ontoos_explore", QUESTION, ALICE, "rest")).ok
+            assert (tools.audit.events, answered(tools)) == ([], 0)
+            raise RuntimeError("the send failed")
+    assert tools.audit.codes() == [("rest", None)] and answered(tools) == 1
+
+    called = asyncio.Event()
+
+    async def answered_then_stuck() -> None:
+        with recorded_after_send():
+            await tools.call("ontoos_explore", {**QUESTION, "limt": 1}, ALICE, "mcp")
+            called.set()
+            await asyncio.Event().wait()  # a send that never completes
+
+    task = asyncio.create_task(answered_then_stuck())
+    await asyncio.wait_for(called.wait(), 30)
+    assert len(tools.audit.events) == 1  # held back
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert tools.audit.codes() == [("rest", None), ("mcp", "EX102")] and answered(tools) == 2
+    # outside a block, a call is recorded before it returns
+    assert (await tools.call("ontoos_catalog", {}, ALICE, "mcp")).ok
+    assert len(tools.audit.events) == 3 and answered(tools) == 3
+
+
+class FailingOnce(Metrics):
+    """Metrics whose first count fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def answered(self, *args, **kw) -> None:
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("a broken counter")
+        super().answered(*args, **kw)
+
+
+async def test_a_record_that_fails_loses_neither_its_audit_event_nor_the_next_record(tools, caplog):
+    tools.metrics = FailingOnce()
+    with recorded_after_send():
+        first = await tools.call("ontoos_explore", QUESTION, ALICE, "rest")
+        second = await tools.call("ontoos_explore", {**QUESTION, "limit": 1}, ALICE, "rest")
+    assert first.ok and second.ok
+    assert [e.id for e in tools.audit.events] == [first.envelope["meta"]["exploration_id"],
+                                                  second.envelope["meta"]["exploration_id"]]
+    assert answered(tools) == 1  # the second counted
+    assert [r.getMessage() for r in caplog.records if r.name == "ontoos_explore.audit"] == ["could not record an answer"]

@@ -33,7 +33,7 @@ from .metrics import Metrics
 from .limits import AuthFloods
 from .mcp_http import MCPEndpoint
 from .middleware import BearerAuth, BodyLimit
-from .rest import Rest, crash, no_route, refused
+from .rest import Rest, SentFirst, crash, no_route, refused
 from .tools import Tools
 
 
@@ -84,16 +84,16 @@ def build_app(tools: Tools, authenticator: Authenticator, lifespan=None, governa
         # (each route before a request's own costs it a regex match)
         routes=[
             Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
-            Route("/api/v1/explore", rest.explore, methods=["GET", "POST"]),
-            Route("/api/v1/requests", rest.request_query, methods=["POST"]),
+            Route("/api/v1/explore", SentFirst(rest.explore), methods=["GET", "POST"]),
+            Route("/api/v1/requests", SentFirst(rest.request_query), methods=["POST"]),
             Route("/healthz", rest.healthz, methods=["GET"]),
             Route("/readyz", rest.readyz, methods=["GET"]),
             Route("/favicon.ico", rest.favicon, methods=["GET"]),
             Route("/metrics", rest.metrics, methods=["GET"]),
-            Route("/api/v1/catalog", rest.catalog, methods=["GET"]),
-            Route("/api/v1/queries", rest.queries, methods=["GET"]),
-            Route("/api/v1/queries/{id}", rest.query, methods=["GET"]),
-            Route("/api/v1/queries/{id}/run", rest.run_query, methods=["POST"]),
+            Route("/api/v1/catalog", SentFirst(rest.catalog), methods=["GET"]),
+            Route("/api/v1/queries", SentFirst(rest.queries), methods=["GET"]),
+            Route("/api/v1/queries/{id}", SentFirst(rest.query), methods=["GET"]),
+            Route("/api/v1/queries/{id}/run", SentFirst(rest.run_query), methods=["POST"]),
             Route("/api/v1/openapi.json", rest.openapi, methods=["GET"]),
             Route("/.well-known/{rest:path}", rest.well_known, methods=["GET", "HEAD", "POST"]),
             *(governance.routes() if governance is not None else []),

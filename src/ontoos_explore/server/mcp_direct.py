@@ -44,7 +44,7 @@ from ..jsontext import dumps_bytes
 from .config import Principal
 from .gone import unless_gone
 from .mcp_server import run_tool, tool_result
-from .tools import Tools
+from .tools import Tools, recorded_after_send
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
 # no check reads these: left out of a verdict's key (they differ from call to call, or are secrets)
@@ -126,13 +126,14 @@ class Direct:
         if version is None or self.schema_of(name) is not None:
             return False
         params = message["params"]
-        answer = await unless_gone(scope, run_tool(self.tools, name, params.get("arguments") or {}, principal))
-        if answer is None:  # its client has gone: nobody to answer
-            return True
-        result = tool_result(answer, version)
-        result["_meta"] = {SERVER_INFO_META_KEY: self.stamp}
-        body = dumps_bytes({"jsonrpc": "2.0", "id": message["id"], "result": result})
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [*JSON_HEADERS, (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+        with recorded_after_send():  # the answer leaves, then it is recorded
+            answer = await unless_gone(scope, run_tool(self.tools, name, params.get("arguments") or {}, principal))
+            if answer is None:  # its client has gone: nobody to answer
+                return True
+            result = tool_result(answer, version)
+            result["_meta"] = {SERVER_INFO_META_KEY: self.stamp}
+            body = dumps_bytes({"jsonrpc": "2.0", "id": message["id"], "result": result})
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [*JSON_HEADERS, (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
         return True

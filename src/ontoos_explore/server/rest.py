@@ -40,6 +40,7 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import request_response
 
 from ..envelope import Answer
 from ..jsontext import FastJSONResponse
@@ -51,7 +52,7 @@ from .gone import unless_gone
 from .mcp_server import PRINCIPAL_KEY
 from .negotiate import CSV, JSON, choose, csv_response, etag, matches
 from .query_string import catalog_arguments, explore_arguments, query_arguments, without_format
-from .tools import Tools
+from .tools import Tools, recorded_after_send
 
 log = logging.getLogger("ontoos_explore.http")
 
@@ -101,6 +102,19 @@ def rate_limit_headers(principal, ticket) -> dict[str, str]:
     reset = 0 if left >= 1 else max(1, math.ceil((1 - left) / limit.per_second))
     return {"RateLimit-Policy": f'"burst";q={limit.burst};w={window}',
             "RateLimit": f'"burst";r={math.floor(left)};t={reset}'}
+
+
+class SentFirst:
+    """A request/response endpoint as the ASGI app of its route, whose calls are recorded once its
+    response is sent (`tools.recorded_after_send`: Starlette sends the response the endpoint returns)."""
+
+    def __init__(self, endpoint: Callable[[Request], Awaitable[Response]]) -> None:
+        self.app = request_response(endpoint)
+        self.__name__ = endpoint.__name__  # the route's name, as for the endpoint itself
+
+    async def __call__(self, scope, receive, send) -> None:
+        with recorded_after_send():
+            await self.app(scope, receive, send)
 
 
 class Rest:

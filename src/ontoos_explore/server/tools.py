@@ -20,7 +20,9 @@ the shared guidance is `INSTRUCTIONS`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
+import functools
 import json
 import logging
 import time
@@ -92,11 +94,33 @@ def _asked(name: str, arguments: Any) -> Exploration | None:
 
 
 _SURFACE: contextvars.ContextVar[str] = contextvars.ContextVar("ontoos_surface", default="mcp")
+# the records of the calls a surface answers in a `recorded_after_send` block: made as the block ends
+_LATER: contextvars.ContextVar[list[Callable[[], None]] | None] = contextvars.ContextVar("ontoos_later", default=None)
 OPTIONS = ("dry_run", "require", "cursor")  # ontoos_explore's arguments that are not the exploration
 
 Handler = Callable[[BaseModel, dict[str, Any], Principal], Awaitable[Answer]]
 QUERY_PREFIX = "ontoos_q_"  # a named query's own tool: this, then its id
 QUERYING = ("ontoos_explore", "ontoos_run_query", "ontoos_explain", "ontoos_request_query", "ontoos_stats")  # the tools that take a database connection
+
+
+@contextlib.contextmanager
+def recorded_after_send():
+    """Around a surface's call and the sending of its answer: what the call records (its audit event,
+    metrics and request line) is recorded as the block ends, however it ends, so the answer leaves
+    first. A surface whose send does not wait (the answer goes to the socket's buffer in the same
+    step of the event loop) gains the recording's time on every answer (some 70-150 us where the code
+    is cold), and nothing runs between the send and the record."""
+    later: list[Callable[[], None]] = []
+    token = _LATER.set(later)
+    try:
+        yield
+    finally:
+        _LATER.reset(token)
+        for record in later:
+            try:
+                record()
+            except Exception:  # one record's failure never keeps the others
+                logging.getLogger("ontoos_explore.audit").exception("could not record an answer")
 
 
 class Tools:
@@ -186,10 +210,20 @@ class Tools:
     def record(self, answer: Answer, principal: Principal | None, surface: str, source: Any, tool: Any = None,
                seconds: float | None = None) -> None:
         """An answer, into the audit and the metrics (`tool`: the tool called, None for a surface's own
-        refusal; `seconds`: a call's time)."""
-        self._count(answer, surface, tool, seconds, principal)
-        if self.audit is not None:
-            self._queue(self._event(answer, principal, surface, source))
+        refusal; `seconds`: a call's time); inside a `recorded_after_send` block, as the block ends."""
+        later = _LATER.get()
+        if later is not None:
+            later.append(functools.partial(self._record, answer, principal, surface, source, tool, seconds))
+            return
+        self._record(answer, principal, surface, source, tool, seconds)
+
+    def _record(self, answer: Answer, principal: Principal | None, surface: str, source: Any, tool: Any,
+                seconds: float | None) -> None:
+        try:
+            self._count(answer, surface, tool, seconds, principal)
+        finally:  # counting failed or not, the audit has the call
+            if self.audit is not None:
+                self._queue(self._event(answer, principal, surface, source))
 
     def _count(self, answer: Answer, surface: str, tool: Any, seconds: float | None,
                principal: Principal | None = None) -> None:
