@@ -65,6 +65,7 @@ def nested(levels: int, inner: object = 1) -> object:
     ({"\udc80": 1}, "a key of the arguments contains a character that cannot be used (U+DC80)"),
     ({"weird key!": "\x00"}, "[?] contains a character that cannot be used (U+0000)"),  # the key is not echoed
     ({"a" * 41: {"b": "\x00"}}, "[?].b contains a character that cannot be used (U+0000)"),  # nor a long one
+    ({1: [["ok", "\x00"]]}, "[?][0][1] contains a character that cannot be used (U+0000)"),  # a key that is no string
     ("\x00", "the arguments contains a character that cannot be used (U+0000)"),
 ])
 def test_a_character_postgresql_cannot_hold_is_ex101_at_its_place(value, message):

@@ -82,8 +82,31 @@ def _bad_char(text: str) -> int | None:
     return None
 
 
+# Where a value of a JSON request is: None for the whole, else (where its container is, its key or
+# its `Index`). Kept as links, written out only for a refusal's message.
+Place = tuple | None
+
+
+class Index(int):
+    """A list position in a `Place` (a dict's key may be an int: a caller need not be JSON)."""
+
+    __slots__ = ()
+
+
+def _path(place: Place) -> str:
+    """A place as a message names it: `filter[0].value`; "" for the whole."""
+    steps = []
+    while place is not None:
+        place, key = place
+        steps.append(key)
+    path = ""
+    for key in reversed(steps):
+        path = f"{path}[{int(key)}]" if type(key) is Index else _place(path, key)
+    return path
+
+
 def _place(path: str, key: object) -> str:
-    """Where a dict entry is, for a message: `filter[0].value`; a key that is no plain name is not echoed."""
+    """A dict entry's place after `path`; a key that is no plain name is not echoed."""
     if isinstance(key, str) and key.isascii() and key.isidentifier() and len(key) <= 40:
         return f"{path}.{key}" if path else key
     return f"{path}[?]" if path else "[?]"
@@ -104,10 +127,10 @@ def check_json(value: object, what: str = "the request") -> None:
     MAX_INTEGER_DIGITS, a Decimal past numeric's digits: TYPE_MISMATCH; a float from another
     JSON reader always fits, or is inf, which the readers of each key refuse). Iterative; the
     message names the place (filter[0].value), never the bad text."""
-    stack: list[tuple[object, str, int]] = [(value, "", 0)]
+    stack: list[tuple[object, Place, int]] = [(value, None, 0)]
     values = chars = 0
     while stack:
-        v, path, depth = stack.pop()
+        v, place, depth = stack.pop()
         values += 1
         if depth > MAX_JSON_DEPTH:
             raise _too_deep(what)
@@ -115,25 +138,27 @@ def check_json(value: object, what: str = "the request") -> None:
             raise _too_many(what)
         if isinstance(v, str):
             chars += len(v)
-            _check_string(v, path or what)
+            if ("\x00" in v or not v.isascii()) and _bad_char(v) is not None:
+                _check_string(v, _path(place) or what)
         elif isinstance(v, dict):
             for k, item in v.items():
                 if isinstance(k, str):
                     chars += len(k)
-                    _check_string(k, f"a key of {path or what}")
-                stack.append((item, _place(path, k), depth + 1))
+                    if ("\x00" in k or not k.isascii()) and _bad_char(k) is not None:
+                        _check_string(k, f"a key of {_path(place) or what}")
+                stack.append((item, (place, k), depth + 1))
         elif isinstance(v, (list, tuple)):
             if v and depth >= MAX_JSON_DEPTH:
                 raise _too_deep(what)
             if values + len(v) > MAX_JSON_VALUES:
                 raise _too_many(what)
-            more_chars, scalars = _check_items(v, path, depth, stack)
+            more_chars, scalars = _check_items(v, place, depth, stack)
             chars += more_chars
             values += scalars
         elif isinstance(v, (int, Decimal, Unholdable)) and not isinstance(v, bool):
             detail = number_unfit(v)
             if detail is not None:
-                raise unholdable(path or what, detail)
+                raise unholdable(_path(place) or what, detail)
         if chars > MAX_JSON_CHARS:
             raise BudgetError(Codes.INPUT_TOO_LARGE, f"{what} holds more than {MAX_JSON_CHARS} characters",
                               hint=f"the largest accepted request is {MAX_JSON_CHARS} characters; split the question")
@@ -149,7 +174,7 @@ def _too_many(what: str) -> BudgetError:
                        hint="lists hold at most 1000 entries; split the question")
 
 
-def _check_items(items: list | tuple, path: str, depth: int, stack: list) -> tuple[int, int]:
+def _check_items(items: list | tuple, place: Place, depth: int, stack: list) -> tuple[int, int]:
     """A list's plain scalars (str, int, Decimal, float, bool, None) checked in place, the name of a place made
     only for a refusal (a 20,000-value request is checked in milliseconds); anything else onto `stack`.
     -> (characters, scalars checked)."""
@@ -159,15 +184,15 @@ def _check_items(items: list | tuple, path: str, depth: int, stack: list) -> tup
         if kind is str:
             chars += len(item)
             if ("\x00" in item or not item.isascii()) and _bad_char(item) is not None:
-                _check_string(item, f"{path}[{i}]")
+                _check_string(item, _path((place, Index(i))))
         elif kind is int:
             if not -INTEGER_BOUND < item < INTEGER_BOUND:
-                raise unholdable(f"{path}[{i}]", value_unfit(item))
+                raise unholdable(_path((place, Index(i))), value_unfit(item))
         elif kind is Decimal:
             if item.is_finite() and (detail := decimal_unfit(item)) is not None:
-                raise unholdable(f"{path}[{i}]", detail)
+                raise unholdable(_path((place, Index(i))), detail)
         elif kind is not float and kind is not bool and item is not None:
-            stack.append((item, f"{path}[{i}]", depth + 1))
+            stack.append((item, (place, Index(i)), depth + 1))
             continue
         scalars += 1
     return chars, scalars
