@@ -582,6 +582,19 @@ async def test_what_a_block_holds_back_is_recorded_once_however_the_block_ends(t
     assert (await tools.call("ontoos_catalog", {}, ALICE, "mcp")).ok
     assert len(tools.audit.events) == 3 and answered(tools) == 3
 
+    # a task started in a block (it has a copy of the block's context) that answers after the block ended
+    go = asyncio.Event()
+
+    async def later_call() -> None:
+        await go.wait()
+        await tools.call("ontoos_catalog", {}, ALICE, "rest")
+
+    with recorded_after_send():
+        task = asyncio.create_task(later_call())
+    go.set()
+    await task
+    assert len(tools.audit.events) == 4 and answered(tools) == 4  # recorded as it answered, not lost
+
 
 class FailingOnce(Metrics):
     """Metrics whose first count fails."""

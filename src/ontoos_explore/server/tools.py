@@ -94,8 +94,14 @@ def _asked(name: str, arguments: Any) -> Exploration | None:
 
 
 _SURFACE: contextvars.ContextVar[str] = contextvars.ContextVar("ontoos_surface", default="mcp")
-# the records of the calls a surface answers in a `recorded_after_send` block: made as the block ends
-_LATER: contextvars.ContextVar[list[Callable[[], None]] | None] = contextvars.ContextVar("ontoos_later", default=None)
+class _Later(list):
+    """The records of the calls a surface answers in a `recorded_after_send` block, made as it ends;
+    `open` until then (a task the block started, with a copy of its context, may record later: at once)."""
+
+    __slots__ = ("open",)
+
+
+_LATER: contextvars.ContextVar[_Later | None] = contextvars.ContextVar("ontoos_later", default=None)
 OPTIONS = ("dry_run", "require", "cursor")  # ontoos_explore's arguments that are not the exploration
 
 Handler = Callable[[BaseModel, dict[str, Any], Principal], Awaitable[Answer]]
@@ -110,12 +116,14 @@ def recorded_after_send():
     first. A surface whose send does not wait (the answer goes to the socket's buffer in the same
     step of the event loop) gains the recording's time on every answer (some 70-150 us where the code
     is cold), and nothing runs between the send and the record."""
-    later: list[Callable[[], None]] = []
+    later = _Later()
+    later.open = True
     token = _LATER.set(later)
     try:
         yield
     finally:
         _LATER.reset(token)
+        later.open = False
         for record in later:
             try:
                 record()
@@ -212,7 +220,7 @@ class Tools:
         """An answer, into the audit and the metrics (`tool`: the tool called, None for a surface's own
         refusal; `seconds`: a call's time); inside a `recorded_after_send` block, as the block ends."""
         later = _LATER.get()
-        if later is not None:
+        if later is not None and later.open:
             later.append(functools.partial(self._record, answer, principal, surface, source, tool, seconds))
             return
         self._record(answer, principal, surface, source, tool, seconds)
