@@ -11,7 +11,8 @@ from ontoos_explore.engine.demo_data import SECRET_MARKER
 from ontoos_explore.engine.executor import Executor
 from ontoos_explore.server.config import Principal
 from ontoos_explore.service import Explorer
-from tests.server.test_tools import Counting, Trail, app_for, asgi
+from tests.recorded import Trail
+from tests.server.test_tools import Counting, app_for, asgi
 
 pytestmark = pytest.mark.anyio
 VIEWER = Principal("vic", "viewer")

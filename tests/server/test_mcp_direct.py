@@ -26,6 +26,7 @@ from ontoos_explore.server.mcp_server import CALLER, PRINCIPAL_KEY
 from ontoos_explore.server.tools import Tools
 from ontoos_explore.service import Explorer
 from tests.envelopes import comparable
+from tests.recorded import Trail
 
 pytestmark = pytest.mark.anyio
 
@@ -46,18 +47,12 @@ QUERY = {  # the contract's always-filters bound as a constant, as a registry en
 }
 
 
-class Events(list):
-    """The audit sink `Tools` records into, as a list of events."""
-
-    record = list.append
-
-
 @pytest.fixture
 async def endpoint(demo, pool, tmp_path):
     p, settings = pool
     (tmp_path / "queries.yaml").write_text(json.dumps({"queries": [QUERY]}), encoding="utf-8")
     registry = Registry.load(tmp_path / "queries.yaml", demo)
-    tools = Tools(demo, Explorer(demo, Executor(p, settings)), registry, Events())
+    tools = Tools(demo, Explorer(demo, Executor(p, settings)), registry, Trail())
     mcp = MCPEndpoint(tools, loopback_security("127.0.0.1", PORT))
     async with mcp.run():
         yield mcp
@@ -259,12 +254,12 @@ async def test_a_large_request_is_checked_every_time(endpoint):
 class Noting(Exchange):
     """An exchange that notes, as each message is sent, how many events the audit holds."""
 
-    def __init__(self, body: bytes, audit: Events) -> None:
+    def __init__(self, body: bytes, audit: Trail) -> None:
         super().__init__(body)
         self.audit, self.noted = audit, []
 
     async def send(self, msg: dict[str, Any]) -> None:
-        self.noted.append(len(self.audit))
+        self.noted.append(len(self.audit.events))
         await super().send(msg)
 
 
@@ -275,6 +270,6 @@ async def test_a_direct_answer_is_sent_before_its_call_is_recorded_and_then_reco
         ex = Noting(json.dumps(msg).encode(), audit)
         await endpoint(scope_for(headers_for(msg)), ex.receive, ex.send)
         assert ex.status == 200 and ex.noted == [i, i], name  # the head and the body left before the record
-        assert len(audit) == i + 1, name  # and the call was recorded as the endpoint returned
-    assert [e.surface for e in audit] == ["mcp"] * len(CALLS)
-    assert [e.error_code for e in audit] == [None, None, "EX202", "EX102", None, None, None]
+        assert len(audit.events) == i + 1, name  # and the call was recorded as the endpoint returned
+    assert [e.surface for e in audit.events] == ["mcp"] * len(CALLS)
+    assert [e.error_code for e in audit.events] == [None, None, "EX202", "EX102", None, None, None]

@@ -23,7 +23,6 @@ from typing import Any
 import psycopg
 import pytest
 from mcp import Client
-from prometheus_client.parser import text_string_to_metric_families
 from starlette.datastructures import QueryParams
 
 from ontoos_explore.engine.executor import Executor
@@ -33,7 +32,6 @@ from ontoos_explore.errors import Codes, InputError
 from ontoos_explore.server.app import build_app
 from ontoos_explore.server.config import Authenticator, Principal, RateLimit, RateLimiter, ServerConfig
 from ontoos_explore.server.mcp_server import build_server, fixed
-from ontoos_explore.server.metrics import Metrics
 from ontoos_explore.server.query_string import catalog_arguments, explore_arguments
 from ontoos_explore.server.tools import (
     TOOLS,
@@ -46,31 +44,18 @@ from ontoos_explore.server.tools import (
     StatsInput,
     Tools,
     input_schema,
-    recorded_after_send,
     validate,
 )
 from ontoos_explore.service import Explorer
 from tests import sleepy_lake
 from tests.envelopes import comparable
+from tests.recorded import Trail, answered
 
 pytestmark = pytest.mark.anyio
 
 ALICE = Principal("alice", "analyst")
 TOKEN = "tools-test-token-" + "a" * 16
 QUESTION = {"dataset": "workloads", "fields": ["name", "namespace"], "filter": "namespace = 'prod'", "limit": 2}
-
-
-class Trail:
-    """The audit sink `Tools` records into (an AuditWriter's `record`), as a list."""
-
-    def __init__(self) -> None:
-        self.events: list[Any] = []
-
-    def record(self, event) -> None:
-        self.events.append(event)
-
-    def codes(self) -> list[tuple[str, str | None]]:
-        return [(e.surface, e.error_code) for e in self.events]
 
 
 class Counting(Tools):
@@ -527,12 +512,6 @@ async def test_a_large_requests_event_is_built_off_the_loop_and_queued_once_even
 # ================================================================ sent first, recorded as the block ends
 
 
-def answered(tools: Tools) -> float:
-    """How many answers the metrics have counted."""
-    return sum(s.value for f in text_string_to_metric_families(tools.metrics.exposition().decode())
-               for s in f.samples if s.name == "ontoos_requests_total")
-
-
 async def test_a_rest_answer_is_sent_before_it_is_recorded_and_then_recorded_once(tools):
     app = app_for(tools)  # its metrics too
     seen: list[tuple[int, float]] = []
@@ -552,71 +531,3 @@ async def test_a_rest_answer_is_sent_before_it_is_recorded_and_then_recorded_onc
         assert seen[-1] == (i, i)  # sent: not yet recorded
         assert (len(tools.audit.events), answered(tools)) == (i + 1, i + 1)  # returned: recorded, once
     assert tools.audit.codes() == [("rest", None), ("rest", None), ("rest", "EX102"), ("rest", None), ("rest", None)]
-
-
-async def test_what_a_block_holds_back_is_recorded_once_however_the_block_ends(tools):
-    tools.metrics = Metrics()
-    with pytest.raises(RuntimeError):
-        with recorded_after_send():
-            assert (await tools.call("ontoos_explore", QUESTION, ALICE, "rest")).ok
-            assert (tools.audit.events, answered(tools)) == ([], 0)
-            raise RuntimeError("the send failed")
-    assert tools.audit.codes() == [("rest", None)] and answered(tools) == 1
-
-    called = asyncio.Event()
-
-    async def answered_then_stuck() -> None:
-        with recorded_after_send():
-            await tools.call("ontoos_explore", {**QUESTION, "limt": 1}, ALICE, "mcp")
-            called.set()
-            await asyncio.Event().wait()  # a send that never completes
-
-    task = asyncio.create_task(answered_then_stuck())
-    await asyncio.wait_for(called.wait(), 30)
-    assert len(tools.audit.events) == 1  # held back
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert tools.audit.codes() == [("rest", None), ("mcp", "EX102")] and answered(tools) == 2
-    # outside a block, a call is recorded before it returns
-    assert (await tools.call("ontoos_catalog", {}, ALICE, "mcp")).ok
-    assert len(tools.audit.events) == 3 and answered(tools) == 3
-
-    # a task started in a block (it has a copy of the block's context) that answers after the block ended
-    go = asyncio.Event()
-
-    async def later_call() -> None:
-        await go.wait()
-        await tools.call("ontoos_catalog", {}, ALICE, "rest")
-
-    with recorded_after_send():
-        task = asyncio.create_task(later_call())
-    go.set()
-    await task
-    assert len(tools.audit.events) == 4 and answered(tools) == 4  # recorded as it answered, not lost
-
-
-class FailingOnce(Metrics):
-    """Metrics whose first count fails."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.failed = False
-
-    def answered(self, *args, **kw) -> None:
-        if not self.failed:
-            self.failed = True
-            raise RuntimeError("a broken counter")
-        super().answered(*args, **kw)
-
-
-async def test_a_record_that_fails_loses_neither_its_audit_event_nor_the_next_record(tools, caplog):
-    tools.metrics = FailingOnce()
-    with recorded_after_send():
-        first = await tools.call("ontoos_explore", QUESTION, ALICE, "rest")
-        second = await tools.call("ontoos_explore", {**QUESTION, "limit": 1}, ALICE, "rest")
-    assert first.ok and second.ok
-    assert [e.id for e in tools.audit.events] == [first.envelope["meta"]["exploration_id"],
-                                                  second.envelope["meta"]["exploration_id"]]
-    assert answered(tools) == 1  # the second counted
-    assert [r.getMessage() for r in caplog.records if r.name == "ontoos_explore.audit"] == ["could not record an answer"]

@@ -44,7 +44,8 @@ from ..jsontext import dumps_bytes
 from .config import Principal
 from .gone import unless_gone
 from .mcp_server import run_tool, tool_result
-from .tools import Tools, recorded_after_send
+from .recording import recorded_after_send
+from .tools import Tools
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
 # no check reads these: left out of a verdict's key (they differ from call to call, or are secrets)

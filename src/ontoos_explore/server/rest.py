@@ -52,7 +52,8 @@ from .gone import unless_gone
 from .mcp_server import PRINCIPAL_KEY
 from .negotiate import CSV, JSON, choose, csv_response, etag, matches
 from .query_string import catalog_arguments, explore_arguments, query_arguments, without_format
-from .tools import Tools, recorded_after_send
+from .recording import recorded_after_send
+from .tools import Tools
 
 log = logging.getLogger("ontoos_explore.http")
 
@@ -106,7 +107,7 @@ def rate_limit_headers(principal, ticket) -> dict[str, str]:
 
 class SentFirst:
     """A request/response endpoint as the ASGI app of its route, whose calls are recorded once its
-    response is sent (`tools.recorded_after_send`: Starlette sends the response the endpoint returns)."""
+    response is sent (`recording.recorded_after_send`: Starlette sends the response the endpoint returns)."""
 
     def __init__(self, endpoint: Callable[[Request], Awaitable[Response]]) -> None:
         self.app = request_response(endpoint)

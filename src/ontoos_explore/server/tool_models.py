@@ -170,6 +170,7 @@ class Envelope(BaseModel):
 
 EXPLORE_ARGUMENTS = tuple(ExploreInput.model_fields)
 
+QUERY_PREFIX = "ontoos_q_"  # a named query's own tool: this, then its id
 READ_ONLY = {"read_only_hint": True, "destructive_hint": False, "idempotent_hint": True, "open_world_hint": False}
 # a tool that is not read-only says so: filing a request writes one (never destroys, each call a new one)
 ANNOTATIONS = {"ontoos_request_query": {"read_only_hint": False, "destructive_hint": False, "idempotent_hint": False,

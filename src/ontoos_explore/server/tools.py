@@ -20,11 +20,8 @@ the shared guidance is `INSTRUCTIONS`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
-import functools
 import json
-import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -46,17 +43,16 @@ from ..governance.registry import matching
 from ..lookup import lookup
 from ..names import close_matches, fold
 from ..ir import Exploration
-from ..offload import INLINE_SOURCE, off_loop, source_size
+from ..offload import INLINE_SOURCE, source_size
 from ..require import read as read_require
 from ..service import Explorer
 from ..sample import with_sample
 from ..stats import freshness
-from . import logs
 from .admission import Admission, Ticket
-from .metrics import tool_label
+from .recording import Recording, recorded_after_send  # noqa: F401 - for the surfaces
 from .config import Principal, RateLimiter
 from .tool_models import (  # noqa: F401 - the tools as data, re-exported for the surfaces
-    EXPLORE_ARGUMENTS, INSTRUCTIONS, READ_ONLY, TOOLS, CatalogInput, Envelope, ExplainInput, ExploreInput,
+    EXPLORE_ARGUMENTS, INSTRUCTIONS, QUERY_PREFIX, READ_ONLY, TOOLS, CatalogInput, Envelope, ExplainInput, ExploreInput,
     FilterObject, Meta,
     QueriesInput, RequestInput, RequireInput, RunQueryInput, StatsInput, input_schema, output_schema, validate)
 
@@ -94,44 +90,13 @@ def _asked(name: str, arguments: Any) -> Exploration | None:
 
 
 _SURFACE: contextvars.ContextVar[str] = contextvars.ContextVar("ontoos_surface", default="mcp")
-class _Later(list):
-    """The records of the calls a surface answers in a `recorded_after_send` block, made as it ends;
-    `open` until then (a task the block started, with a copy of its context, may record later: at once)."""
-
-    __slots__ = ("open",)
-
-
-_LATER: contextvars.ContextVar[_Later | None] = contextvars.ContextVar("ontoos_later", default=None)
 OPTIONS = ("dry_run", "require", "cursor")  # ontoos_explore's arguments that are not the exploration
 
 Handler = Callable[[BaseModel, dict[str, Any], Principal], Awaitable[Answer]]
-QUERY_PREFIX = "ontoos_q_"  # a named query's own tool: this, then its id
 QUERYING = ("ontoos_explore", "ontoos_run_query", "ontoos_explain", "ontoos_request_query", "ontoos_stats")  # the tools that take a database connection
 
 
-@contextlib.contextmanager
-def recorded_after_send():
-    """Around a surface's call and the sending of its answer: what the call records (its audit event,
-    metrics and request line) is recorded as the block ends, however it ends, so the answer leaves
-    first. A surface whose send does not wait (the answer goes to the socket's buffer in the same
-    step of the event loop) gains the recording's time on every answer (some 70-150 us where the code
-    is cold), and nothing runs between the send and the record."""
-    later = _Later()
-    later.open = True
-    token = _LATER.set(later)
-    try:
-        yield
-    finally:
-        _LATER.reset(token)
-        later.open = False
-        for record in later:
-            try:
-                record()
-            except Exception:  # one record's failure never keeps the others
-                logging.getLogger("ontoos_explore.audit").exception("could not record an answer")
-
-
-class Tools:
+class Tools(Recording):
     def __init__(self, contract: Contract, explorer: Explorer, registry=None, audit=None,
                  limiter: RateLimiter | None = None, cursors: Cursors | None = None) -> None:
         self.contract = contract
@@ -188,14 +153,6 @@ class Tools:
             self.record(answer, principal, surface, source, name, seconds)
         return answer
 
-    async def _record_off_loop(self, answer: Answer, principal: Principal | None, surface: str, source: Any) -> None:
-        """The event of a large request renders its exploration (a refusal's, up to 64 KB): built on the
-        worker thread, queued on the loop (the writer's queue is the loop's) when it is built, even if
-        the call is cancelled meanwhile (the client left): never lost."""
-        built = asyncio.ensure_future(off_loop(lambda: self._event(answer, principal, surface, source)))
-        built.add_done_callback(lambda t: self._queue(t.result()) if not t.cancelled() and not t.exception() else None)
-        await asyncio.shield(built)
-
     async def admit(self, principal: Principal | None, querying: bool = False) -> tuple[Ticket | None, Answer | None]:
         """Take one call from the principal's rate limit (and, `querying`, a slot in flight): its ticket,
         and None to go ahead or the refusal."""
@@ -214,53 +171,6 @@ class Tools:
                                 contract_hash=self.contract.hash)
         self.record(answer, principal, surface, source)
         return answer
-
-    def record(self, answer: Answer, principal: Principal | None, surface: str, source: Any, tool: Any = None,
-               seconds: float | None = None) -> None:
-        """An answer, into the audit and the metrics (`tool`: the tool called, None for a surface's own
-        refusal; `seconds`: a call's time); inside a `recorded_after_send` block, as the block ends."""
-        later = _LATER.get()
-        if later is not None and later.open:
-            later.append(functools.partial(self._record, answer, principal, surface, source, tool, seconds))
-            return
-        self._record(answer, principal, surface, source, tool, seconds)
-
-    def _record(self, answer: Answer, principal: Principal | None, surface: str, source: Any, tool: Any,
-                seconds: float | None) -> None:
-        try:
-            self._count(answer, surface, tool, seconds, principal)
-        finally:  # counting failed or not, the audit has the call
-            if self.audit is not None:
-                self._queue(self._event(answer, principal, surface, source))
-
-    def _count(self, answer: Answer, surface: str, tool: Any, seconds: float | None,
-               principal: Principal | None = None) -> None:
-        """The answer in the metrics, and its request line when the logs are JSON."""
-        label = "none" if tool is None else tool_label(tool, TOOLS, QUERY_PREFIX)
-        if self.metrics is not None:
-            self.metrics.answered(surface, label, answer, seconds)
-        logs.request(answer, principal, surface, label, seconds)
-
-    def _event(self, answer: Answer, principal: Principal | None, surface: str, source: Any) -> Any:
-        """The answer's audit event, or None if it could not be built (logged: the audit must never break
-        an answer). Touches nothing shared: safe on the worker thread."""
-        from ..governance.audit import event_for
-
-        try:
-            return event_for(answer, principal=principal.name if principal else None,
-                             role=principal.role if principal else None, surface=surface,
-                             source=source, contract=self.contract)
-        except Exception:
-            logging.getLogger("ontoos_explore.audit").exception("could not record an event")
-            return None
-
-    def _queue(self, event: Any) -> None:
-        if event is None:
-            return
-        try:
-            self.audit.record(event)  # its text is made storable (NUL, lone surrogates) as it is written
-        except Exception:  # the audit must never break an answer
-            logging.getLogger("ontoos_explore.audit").exception("could not record an event")
 
     # ------------------------------------------------------------ running one
 
