@@ -263,13 +263,13 @@ class Noting(Exchange):
         await super().send(msg)
 
 
-async def test_a_direct_answer_is_sent_before_its_call_is_recorded_and_then_recorded_once(endpoint):
+async def test_a_direct_answer_leaves_after_its_audit_event_and_is_audited_once(endpoint):
     audit = endpoint.tools.audit
     for i, (name, arguments) in enumerate(CALLS.values()):
         msg = message(name, arguments)
         ex = Noting(json.dumps(msg).encode(), audit)
         await endpoint(scope_for(headers_for(msg)), ex.receive, ex.send)
-        assert ex.status == 200 and ex.noted == [i, i], name  # the head and the body left before the record
-        assert len(audit.events) == i + 1, name  # and the call was recorded as the endpoint returned
+        assert ex.status == 200 and ex.noted == [i + 1, i + 1], name  # audited before any of the answer left
+        assert len(audit.events) == i + 1, name  # once
     assert [e.surface for e in audit.events] == ["mcp"] * len(CALLS)
     assert [e.error_code for e in audit.events] == [None, None, "EX202", "EX102", None, None, None]

@@ -1,6 +1,6 @@
-"""Server, recording: a call's audit event, metrics and request line, held back in a
-`recorded_after_send` block until it ends, however it ends, and made once; a record that fails loses
-neither its audit event nor the records after it. Real PostgreSQL (the demo lakehouse) under the calls.
+"""Server, recording: a call's audit event queued at once, always (an answer never leaves before it);
+its count and request line held back in a `counted_after_send` block until the block ends, however
+it ends, and made once; a count that fails breaks no answer and loses no audit event. Real PostgreSQL (the demo lakehouse) under the calls.
 (The surfaces that send first are tested where they are: tests/server/test_tools.py for REST,
 tests/server/test_mcp_direct.py for a direct MCP call.)
 """
@@ -14,7 +14,7 @@ import pytest
 from ontoos_explore.engine.executor import Executor
 from ontoos_explore.server.config import Principal
 from ontoos_explore.server.metrics import Metrics
-from ontoos_explore.server.recording import recorded_after_send
+from ontoos_explore.server.recording import counted_after_send
 from ontoos_explore.server.tools import Tools
 from ontoos_explore.service import Explorer
 from tests.recorded import Trail, answered
@@ -31,31 +31,31 @@ def tools(demo, pool):
     return Tools(demo, Explorer(demo, Executor(p, settings)), None, Trail())
 
 
-async def test_what_a_block_holds_back_is_recorded_once_however_the_block_ends(tools):
+async def test_a_block_holds_back_the_count_never_the_audit_event_however_it_ends(tools):
     tools.metrics = Metrics()
     with pytest.raises(RuntimeError):
-        with recorded_after_send():
+        with counted_after_send():
             assert (await tools.call("ontoos_explore", QUESTION, ALICE, "rest")).ok
-            assert (tools.audit.events, answered(tools)) == ([], 0)
+            assert (tools.audit.codes(), answered(tools)) == ([("rest", None)], 0)  # audited, not counted
             raise RuntimeError("the send failed")
     assert tools.audit.codes() == [("rest", None)] and answered(tools) == 1
 
     called = asyncio.Event()
 
     async def answered_then_stuck() -> None:
-        with recorded_after_send():
+        with counted_after_send():
             await tools.call("ontoos_explore", {**QUESTION, "limt": 1}, ALICE, "mcp")
             called.set()
             await asyncio.Event().wait()  # a send that never completes
 
     task = asyncio.create_task(answered_then_stuck())
     await asyncio.wait_for(called.wait(), 30)
-    assert len(tools.audit.events) == 1  # held back
+    assert (len(tools.audit.events), answered(tools)) == (2, 1)  # the count held back
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     assert tools.audit.codes() == [("rest", None), ("mcp", "EX102")] and answered(tools) == 2
-    # outside a block, a call is recorded before it returns
+    # outside a block, a call is counted before it returns
     assert (await tools.call("ontoos_catalog", {}, ALICE, "mcp")).ok
     assert len(tools.audit.events) == 3 and answered(tools) == 3
 
@@ -66,11 +66,11 @@ async def test_what_a_block_holds_back_is_recorded_once_however_the_block_ends(t
         await go.wait()
         await tools.call("ontoos_catalog", {}, ALICE, "rest")
 
-    with recorded_after_send():
+    with counted_after_send():
         task = asyncio.create_task(later_call())
     go.set()
     await task
-    assert len(tools.audit.events) == 4 and answered(tools) == 4  # recorded as it answered, not lost
+    assert len(tools.audit.events) == 4 and answered(tools) == 4  # counted as it answered, not lost
 
 
 class FailingOnce(Metrics):
@@ -87,13 +87,15 @@ class FailingOnce(Metrics):
         super().answered(*args, **kw)
 
 
-async def test_a_record_that_fails_loses_neither_its_audit_event_nor_the_next_record(tools, caplog):
+async def test_a_count_that_fails_breaks_no_answer_and_loses_no_audit_event(tools, caplog):
     tools.metrics = FailingOnce()
-    with recorded_after_send():
+    with counted_after_send():  # its count fails as the block ends
         first = await tools.call("ontoos_explore", QUESTION, ALICE, "rest")
         second = await tools.call("ontoos_explore", {**QUESTION, "limit": 1}, ALICE, "rest")
-    assert first.ok and second.ok
-    assert [e.id for e in tools.audit.events] == [first.envelope["meta"]["exploration_id"],
-                                                  second.envelope["meta"]["exploration_id"]]
+    tools.metrics.failed = False  # and once more, outside a block
+    third = await tools.call("ontoos_catalog", {}, ALICE, "mcp")
+    assert first.ok and second.ok and third.ok
+    assert [e.id for e in tools.audit.events] == [a.envelope["meta"]["exploration_id"] for a in (first, second, third)]
     assert answered(tools) == 1  # the second counted
-    assert [r.getMessage() for r in caplog.records if r.name == "ontoos_explore.audit"] == ["could not record an answer"]
+    assert [r.getMessage() for r in caplog.records if r.name == "ontoos_explore.audit"] == [
+        "could not count an answer"] * 2

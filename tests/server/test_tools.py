@@ -512,11 +512,11 @@ async def test_a_large_requests_event_is_built_off_the_loop_and_queued_once_even
 # ================================================================ sent first, recorded as the block ends
 
 
-async def test_a_rest_answer_is_sent_before_it_is_recorded_and_then_recorded_once(tools):
+async def test_a_rest_answer_leaves_after_its_audit_event_and_before_its_count(tools):
     app = app_for(tools)  # its metrics too
     seen: list[tuple[int, float]] = []
 
-    def at_body(message) -> None:  # what is recorded as the answer's last bytes leave
+    def at_body(message) -> None:  # what is recorded as the answer's last bytes leave (a kill then: still audited)
         if message["type"] == "http.response.body" and not message.get("more_body"):
             seen.append((len(tools.audit.events), answered(tools)))
 
@@ -528,6 +528,6 @@ async def test_a_rest_answer_is_sent_before_it_is_recorded_and_then_recorded_onc
     for i, (method, path, query, body, status) in enumerate(requests):
         got = await asgi(app, method, path, query=query, body=body, on_send=at_body)
         assert got[0] == status
-        assert seen[-1] == (i, i)  # sent: not yet recorded
-        assert (len(tools.audit.events), answered(tools)) == (i + 1, i + 1)  # returned: recorded, once
+        assert seen[-1] == (i + 1, i)  # sent: in the audit already, not yet counted
+        assert (len(tools.audit.events), answered(tools)) == (i + 1, i + 1)  # returned: both, once
     assert tools.audit.codes() == [("rest", None), ("rest", None), ("rest", "EX102"), ("rest", None), ("rest", None)]

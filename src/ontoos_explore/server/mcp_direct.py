@@ -44,7 +44,7 @@ from ..jsontext import dumps_bytes
 from .config import Principal
 from .gone import unless_gone
 from .mcp_server import run_tool, tool_result
-from .recording import recorded_after_send
+from .recording import counted_after_send
 from .tools import Tools
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
@@ -127,7 +127,7 @@ class Direct:
         if version is None or self.schema_of(name) is not None:
             return False
         params = message["params"]
-        with recorded_after_send():  # the answer leaves, then it is recorded
+        with counted_after_send():  # the answer leaves, then it is counted
             answer = await unless_gone(scope, run_tool(self.tools, name, params.get("arguments") or {}, principal))
             if answer is None:  # its client has gone: nobody to answer
                 return True

@@ -1,9 +1,11 @@
 """Server, recording a call: its audit event, its metrics and its request line, once per answer.
 
 `Tools` records every answer through `record` (a surface's own refusal too, through `Tools.refuse`).
-Around a surface's call and the send of its answer, `recorded_after_send()` holds the records back
-until the answer has left: a direct MCP call and the REST tool routes answer first, then record,
-in the same step of the event loop.
+The audit event is queued at once, before the answer can leave: every answer a client received is
+in the audit, even if the process is killed the next instant (the queue is on local disk, the
+spool). Around a surface's call and the send of its answer, `counted_after_send()` holds back only
+what may be lost with the process (the metrics' count and the request line): a direct MCP call and
+the REST tool routes send, then count, in the same step of the event loop.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ log = logging.getLogger("ontoos_explore.audit")
 
 
 class _Later(list):
-    """The records of the calls a surface answers in a `recorded_after_send` block, made as it ends;
-    `open` until then (a task the block started, with a copy of its context, may record later: at once)."""
+    """The counts of the calls a surface answers in a `counted_after_send` block, made as it ends;
+    `open` until then (a task the block started, with a copy of its context, may answer later: counted
+    at once)."""
 
     __slots__ = ("open",)
 
@@ -36,12 +39,11 @@ _LATER: contextvars.ContextVar[_Later | None] = contextvars.ContextVar("ontoos_l
 
 
 @contextlib.contextmanager
-def recorded_after_send():
-    """Around a surface's call and the sending of its answer: what the call records (its audit event,
-    metrics and request line) is recorded as the block ends, however it ends, so the answer leaves
-    first. A surface whose send does not wait (the answer goes to the socket's buffer in the same
-    step of the event loop) gains the recording's time on every answer (some 70-150 us where the code
-    is cold), and nothing runs between the send and the record."""
+def counted_after_send():
+    """Around a surface's call and the sending of its answer: the call's count in the metrics and its
+    request line are made as the block ends, however it ends, so the answer leaves first (its audit
+    event never waits: `Recording.record`). Nothing runs between a send that does not wait (the answer
+    goes to the socket's buffer) and the count."""
     later = _Later()
     later.open = True
     token = _LATER.set(later)
@@ -50,11 +52,8 @@ def recorded_after_send():
     finally:
         _LATER.reset(token)
         later.open = False
-        for record in later:
-            try:
-                record()
-            except Exception:  # one record's failure never keeps the others
-                log.exception("could not record an answer")
+        for count in later:
+            count()
 
 
 class Recording:
@@ -67,29 +66,28 @@ class Recording:
 
     def record(self, answer: Answer, principal: Principal | None, surface: str, source: Any, tool: Any = None,
                seconds: float | None = None) -> None:
-        """An answer, into the audit and the metrics (`tool`: the tool called, None for a surface's own
-        refusal; `seconds`: a call's time); inside a `recorded_after_send` block, as the block ends."""
+        """An answer, into the audit (at once) and the metrics (`tool`: the tool called, None for a
+        surface's own refusal; `seconds`: a call's time; inside a `counted_after_send` block, as the
+        block ends)."""
+        if self.audit is not None:
+            self._queue(self._event(answer, principal, surface, source))
         later = _LATER.get()
         if later is not None and later.open:
-            later.append(functools.partial(self._record, answer, principal, surface, source, tool, seconds))
-            return
-        self._record(answer, principal, surface, source, tool, seconds)
-
-    def _record(self, answer: Answer, principal: Principal | None, surface: str, source: Any, tool: Any,
-                seconds: float | None) -> None:
-        try:
+            later.append(functools.partial(self._count, answer, surface, tool, seconds, principal))
+        else:
             self._count(answer, surface, tool, seconds, principal)
-        finally:  # counting failed or not, the audit has the call
-            if self.audit is not None:
-                self._queue(self._event(answer, principal, surface, source))
 
     def _count(self, answer: Answer, surface: str, tool: Any, seconds: float | None,
                principal: Principal | None = None) -> None:
-        """The answer in the metrics, and its request line when the logs are JSON."""
-        label = "none" if tool is None else tool_label(tool, TOOLS, QUERY_PREFIX)
-        if self.metrics is not None:
-            self.metrics.answered(surface, label, answer, seconds)
-        logs.request(answer, principal, surface, label, seconds)
+        """The answer in the metrics, and its request line when the logs are JSON; a failure is logged:
+        the metrics never break an answer."""
+        try:
+            label = "none" if tool is None else tool_label(tool, TOOLS, QUERY_PREFIX)
+            if self.metrics is not None:
+                self.metrics.answered(surface, label, answer, seconds)
+            logs.request(answer, principal, surface, label, seconds)
+        except Exception:
+            log.exception("could not count an answer")
 
     def _event(self, answer: Answer, principal: Principal | None, surface: str, source: Any) -> Any:
         """The answer's audit event, or None if it could not be built (logged: the audit must never break

@@ -52,7 +52,7 @@ from .gone import unless_gone
 from .mcp_server import PRINCIPAL_KEY
 from .negotiate import CSV, JSON, choose, csv_response, etag, matches
 from .query_string import catalog_arguments, explore_arguments, query_arguments, without_format
-from .recording import recorded_after_send
+from .recording import counted_after_send
 from .tools import Tools
 
 log = logging.getLogger("ontoos_explore.http")
@@ -106,15 +106,16 @@ def rate_limit_headers(principal, ticket) -> dict[str, str]:
 
 
 class SentFirst:
-    """A request/response endpoint as the ASGI app of its route, whose calls are recorded once its
-    response is sent (`recording.recorded_after_send`: Starlette sends the response the endpoint returns)."""
+    """A request/response endpoint as the ASGI app of its route, whose calls are counted in the metrics
+    once its response is sent (`recording.counted_after_send`; Starlette sends the response the
+    endpoint returns). Their audit events are queued before, as every call's."""
 
     def __init__(self, endpoint: Callable[[Request], Awaitable[Response]]) -> None:
         self.app = request_response(endpoint)
         self.__name__ = endpoint.__name__  # the route's name, as for the endpoint itself
 
     async def __call__(self, scope, receive, send) -> None:
-        with recorded_after_send():
+        with counted_after_send():
             await self.app(scope, receive, send)
 
 

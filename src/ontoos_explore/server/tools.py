@@ -11,7 +11,7 @@ slots in flight with it: `admission.py`), the arguments are checked as a whole (
 depth, size, NUL bytes and unpaired surrogates) before any of them is read or
 echoed, then validated by the tool's input model (the same pydantic model
 tools/list publishes as its input schema), then the tool runs. Every outcome is
-an `Answer` and is recorded once, a call cancelled half-way (the client went
+an `Answer` and is recorded once (`recording.py`), a call cancelled half-way (the client went
 away) too. A surface's own refusal of a request (a body it cannot read, a
 session too many) is recorded through `Tools.refuse`. Descriptions stay short;
 the shared guidance is `INSTRUCTIONS`.
@@ -49,7 +49,7 @@ from ..service import Explorer
 from ..sample import with_sample
 from ..stats import freshness
 from .admission import Admission, Ticket
-from .recording import Recording, recorded_after_send  # noqa: F401 - for the surfaces
+from .recording import Recording, counted_after_send  # noqa: F401 - for the surfaces
 from .config import Principal, RateLimiter
 from .tool_models import (  # noqa: F401 - the tools as data, re-exported for the surfaces
     EXPLORE_ARGUMENTS, INSTRUCTIONS, QUERY_PREFIX, READ_ONLY, TOOLS, CatalogInput, Envelope, ExplainInput, ExploreInput,
