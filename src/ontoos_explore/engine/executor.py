@@ -186,16 +186,21 @@ class Executor:
             raise cost_budget(q, known, ceiling)  # this exploration's estimate is known: refused without a round trip
         conn = None
         try:
-            async with self.pool.connection(timeout=self.settings.pool_timeout_s) as conn:
-                try:
-                    async with asyncio.timeout(timeout_s):  # cheaper than wait_for: no extra task
-                        return await self._transaction(conn, q, dry_run, started, ceiling, known)
-                except (asyncio.CancelledError, TimeoutError):
-                    await asyncio.shield(_cancel(conn))
-                    raise
-                except psycopg.Error:
-                    await _rollback(conn)
-                    raise
+            # getconn/putconn, not `pool.connection()`: that also enters the connection's own context, whose
+            # exit takes its lock to commit an idle connection (each transaction here ends in ROLLBACK), and
+            # tries a rollback on a busy one after a cancel; the pool puts right or drops what comes back unidle
+            conn = await self.pool.getconn(timeout=self.settings.pool_timeout_s)
+            try:
+                async with asyncio.timeout(timeout_s):  # cheaper than wait_for: no extra task
+                    return await self._transaction(conn, q, dry_run, started, ceiling, known)
+            except (asyncio.CancelledError, TimeoutError):
+                await asyncio.shield(_cancel(conn))
+                raise
+            except psycopg.Error:
+                await _rollback(conn)
+                raise
+            finally:
+                await self.pool.putconn(conn)
         except TimeoutError:  # the client's deadline: PostgreSQL did not answer STATEMENT_TIMEOUT in time
             raise time_budget(q, "CLIENT_DEADLINE") from None
         except (psycopg.Error, PoolTimeout) as e:
