@@ -475,12 +475,18 @@ async def test_a_large_source_asked_again_exactly_is_answered_and_recorded_witho
     assert (await waiting).ok and len(tools.audit.events) == 3
 
 
+# a request refused before any query, large enough that its event (which renders it) is built off the loop
+LARGE_REFUSED = {**QUESTION, "filter": " or ".join(f"name = 'n{i}'" for i in range(200)), "bogus": True}
+
+
 async def test_a_large_requests_event_is_built_off_the_loop_and_queued_once_even_if_the_call_is_cancelled(tools):
     """The event of a large request (its exploration rendered) is built on the worker thread; a call
-    cancelled while it is being built still gets its one event, queued on the loop when it is built."""
+    cancelled while it is being built still gets its one event, queued on the loop when it is built,
+    and its count."""
     from ontoos_explore.offload import INLINE_SOURCE, off_loop
 
-    asked = {**QUESTION, "filter": " or ".join(f"name = 'n{i}'" for i in range(200)), "bogus": True}
+    app_for(tools)  # its metrics
+    asked = LARGE_REFUSED
     assert len(asked["filter"]) > INLINE_SOURCE
     held, release = threading.Event(), threading.Event()
 
@@ -504,9 +510,10 @@ async def test_a_large_requests_event_is_built_off_the_loop_and_queued_once_even
         await asyncio.sleep(0.02)
     [event] = tools.audit.events
     assert (event.surface, event.error_code) == ("rest", "EX102") and "bogus" in event.exploration
+    assert answered(tools) == 1
     # not cancelled, the call returns once its event is queued
     answer = await tools.call("ontoos_explore", asked, ALICE, "rest")
-    assert answer.error.code == "EX102" and len(tools.audit.events) == 2
+    assert answer.error.code == "EX102" and len(tools.audit.events) == 2 and answered(tools) == 2
 
 
 # ================================================================ sent first, recorded as the block ends
@@ -524,10 +531,12 @@ async def test_a_rest_answer_leaves_after_its_audit_event_and_before_its_count(t
                 ("GET", "/api/v1/explore", "dataset=workloads&fields=name&limit=1", b"", 200),
                 ("POST", "/api/v1/explore", "", b'{"dataset": "workloads", "dataset": "x"}', 400),  # the surface's own
                 ("GET", "/api/v1/catalog", "dataset=workloads", b"", 200),
-                ("GET", "/api/v1/queries", "", b"", 200)]
+                ("GET", "/api/v1/queries", "", b"", 200),
+                ("POST", "/api/v1/explore", "", json.dumps(LARGE_REFUSED).encode(), 400)]  # its event off the loop
     for i, (method, path, query, body, status) in enumerate(requests):
         got = await asgi(app, method, path, query=query, body=body, on_send=at_body)
         assert got[0] == status
         assert seen[-1] == (i + 1, i)  # sent: in the audit already, not yet counted
         assert (len(tools.audit.events), answered(tools)) == (i + 1, i + 1)  # returned: both, once
-    assert tools.audit.codes() == [("rest", None), ("rest", None), ("rest", "EX102"), ("rest", None), ("rest", None)]
+    assert tools.audit.codes() == [("rest", None), ("rest", None), ("rest", "EX102"), ("rest", None), ("rest", None),
+                                   ("rest", "EX102")]

@@ -71,6 +71,11 @@ class Recording:
         block ends)."""
         if self.audit is not None:
             self._queue(self._event(answer, principal, surface, source))
+        self._counted(answer, surface, tool, seconds, principal)
+
+    def _counted(self, answer: Answer, surface: str, tool: Any, seconds: float | None,
+                 principal: Principal | None) -> None:
+        """The answer's count: now, or as the `counted_after_send` block around it ends."""
         later = _LATER.get()
         if later is not None and later.open:
             later.append(functools.partial(self._count, answer, surface, tool, seconds, principal))

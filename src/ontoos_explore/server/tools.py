@@ -147,8 +147,10 @@ class Tools(Recording):
         # the event of an answer with no query renders what was asked instead (`event_for`, up to 64 KB):
         # for a large source, built on the worker thread; any other event is a few fields, built inline
         if self.audit is not None and answer.compiled is None and source_size(source) > INLINE_SOURCE:
-            self._count(answer, surface, name, seconds, principal)
-            await self._record_off_loop(answer, principal, surface, source)
+            try:
+                await self._record_off_loop(answer, principal, surface, source)
+            finally:  # counted even if the call is cancelled meanwhile (its event is queued when built)
+                self._counted(answer, surface, name, seconds, principal)
         else:
             self.record(answer, principal, surface, source, name, seconds)
         return answer
