@@ -128,6 +128,10 @@ class Session:
         errors = sorted(Draft202012Validator(self.tools[name].output_schema).iter_errors(env), key=str)
         assert not errors, errors[0]
         assert set(env) == {"ok", "data", "meta", "_notice"}
+        # what an envelope holds is said in the schema's words: every key an answer carries is named there
+        words = set(re.findall(r"[a-z_]+", self.tools[name].output_schema["description"]))
+        keys = set(env["meta"]) | set(env["meta"].get("evidence") or {}) | set(env["_notice"])
+        assert keys <= words, sorted(keys - words)
         assert env["_notice"]["contract_hash"] == env["meta"]["contract_hash"] and env["_notice"]["schema_drift"] is False
         assert re.fullmatch(r"[0-9a-f]{16}", env["meta"]["exploration_id"])
         return env
