@@ -127,6 +127,16 @@ class Lake:
         self.dsn, self.audit_dsn = self.pg.dsn("lake"), self.pg.dsn("audit")
         self.setup_s = round(time.perf_counter() - t0, 1)
 
+    def cpu_s(self) -> dict[str, float]:
+        """The CPU time of this PostgreSQL's processes alive now, to the nanosecond, by what they work for:
+        `lake`, the backends of the explorations' database (every contender's queries), `audit`, those of
+        the audit's, `other`, the rest (the background workers)."""
+        try:
+            postmaster = int((self.pg.data / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return {}
+        return children_cpu_s(postmaster, by_title={"lake": " lake ", "audit": " audit "})
+
     def close(self) -> None:
         self.pg.destroy()
 
@@ -180,6 +190,23 @@ def schedstat_seconds(pid: int) -> float:
             with contextlib.suppress(OSError, ValueError, IndexError):
                 total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
     return total / 1e9
+
+
+def children_cpu_s(parent: int, by_title: dict[str, str] | None = None) -> dict[str, float]:
+    """The CPU time of `parent`'s child processes alive now (each one's threads, to the nanosecond), by
+    the first name of `by_title` whose text its title holds (a PostgreSQL backend's says its database:
+    "postgres: user lake 127.0.0.1(5432) idle"), else under `other`."""
+    total: dict[str, float] = {name: 0.0 for name in [*(by_title or {}), "other"]}
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                # the parent's pid: the second field after the command's closing parenthesis
+                if int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1]) != parent:
+                    continue
+                title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+                name = next((n for n, text in (by_title or {}).items() if text in title), "other")
+                total[name] += schedstat_seconds(int(pid))
+    return total
 
 
 def cpu_delta(before: tuple[float, float], after: tuple[float, float]) -> float:
@@ -333,9 +360,13 @@ def server_of(kind: str, servers: dict[str, Any]) -> Process | None:
 
 
 async def one_client(q: Question, c: Compiled, servers: dict[str, Any], calls: int, rounds: int) -> dict[str, Any]:
-    """p50/p99 of each contender at 1 client: `rounds` blocks of `calls`, the contenders' order rotated."""
+    """p50/p99 of each contender at 1 client: `rounds` blocks of `calls`, the contenders' order rotated;
+    and where a call's time goes, which at 1 client is all on its path: the CPU a call of the client (this
+    process), the server and PostgreSQL (all its processes), each the median over the blocks."""
     kinds = contenders(q, servers)
     samples: dict[str, list[float]] = {k: [] for k in kinds}
+    blocks: dict[str, list[list[float | None]]] = {k: [] for k in kinds}
+    lake: Lake = servers["lake"]
     async with contextlib.AsyncExitStack() as stack:
         fns = {k: await stack.enter_async_context(caller(k, q, c, servers)) for k in kinds}
         for fn in fns.values():  # warm-up: imports, pools, prepared statements, caches
@@ -344,12 +375,47 @@ async def one_client(q: Question, c: Compiled, servers: dict[str, Any], calls: i
         for r in range(rounds):
             for k in rotated(kinds, r):
                 gc.collect()
-                fn, clock = fns[k], time.perf_counter
+                fn, clock, proc = fns[k], time.perf_counter, server_of(k, servers)
+                block: list[float] = []
+                cpu0 = _cpus(proc, lake)
                 for _ in range(calls):
                     t0 = clock()
                     await fn()
-                    samples[k].append(clock() - t0)
-    return {k: summary_ms(v) for k, v in samples.items()}
+                    block.append(clock() - t0)
+                cpu1 = _cpus(proc, lake)
+                samples[k] += block
+                blocks[k].append([round(statistics.median(block) * 1000, 3),
+                                  *(None if a is None else round((b - a) / calls * 1000, 3) for a, b in zip(cpu0, cpu1))])
+    out = {}
+    for k, v in samples.items():
+        out[k] = summary_ms(v)
+        out[k]["cpu_ms_per_call"] = {part: _median(b[i + 1] for b in blocks[k]) for i, part in enumerate(CPU_PARTS)}
+        out[k]["blocks"] = blocks[k]  # [p50 ms, then the CPU ms a call of each of CPU_PARTS] per block
+    return out
+
+
+# Where a call's CPU goes at 1 client: this process (the client), the server, PostgreSQL's backends of the
+# lake (the queries, on the call's path), of the audit database (batched, off it), and its other processes.
+CPU_PARTS = ("client", "server", "pg_lake", "pg_audit", "pg_other")
+
+
+def cpu_split(cpu: dict[str, float | None] | None) -> str:
+    """`client / server / lake, audit, other` (ms a call), as the tables show it."""
+    if not cpu:
+        return "-"
+    v = ["-" if cpu.get(part) is None else f"{cpu[part]:.3f}" for part in CPU_PARTS]
+    return f"{v[0]} / {v[1]} / {v[2]}, {v[3]}, {v[4]}"
+
+
+def _cpus(proc: Process | None, lake: Lake) -> tuple[float | None, ...]:
+    pg = lake.cpu_s()
+    return (time.process_time(), proc.cpu_s()[0] if proc else None,
+            pg.get("lake"), pg.get("audit"), pg.get("other"))
+
+
+def _median(values) -> float | None:
+    got = [v for v in values if v is not None]
+    return round(statistics.median(got), 3) if got else None
 
 
 async def sixteen(q: Question, c: Compiled, servers: dict[str, Any], per_client: int,
@@ -364,16 +430,20 @@ async def sixteen(q: Question, c: Compiled, servers: dict[str, Any], per_client:
         for many in fns.values():  # warm-up: every session, connection and cache
             await asyncio.gather(*(fn() for fn in many))
 
-        async def run(fn):
+        async def run(fn, kind):
             for _ in range(per_client):
-                await fn()
+                try:
+                    await fn()
+                except Exception as e:  # said plainly: it would reach the run nested in the sessions' task groups
+                    log(f"    {kind} failed at 16 clients: {e!r:.600}")
+                    raise
 
         for r in range(rounds):
             for k in rotated(kinds, r):
                 proc = server_of(k, servers)
                 gc.collect()
                 cpu0, t0 = (proc.cpu_s() if proc else None), time.perf_counter()
-                await asyncio.gather(*(run(fn) for fn in fns[k]))
+                await asyncio.gather(*(run(fn, k) for fn in fns[k]))
                 wall, n = time.perf_counter() - t0, 16 * per_client
                 cpu = cpu_delta(cpu0, proc.cpu_s()) if proc else None
                 blocks[k].append((n / wall, cpu / n * 1000 if cpu else None))
@@ -431,7 +501,8 @@ async def bench(servers: dict[str, Any], compiled: dict[str, Compiled], counts: 
         for k in contenders(q, servers):
             one, many = res["one_client"][k], res["sixteen"][k]
             log(f"    {k:10s} p50 {one['p50_ms']:7.2f} ms  p99 {one['p99_ms']:7.2f} ms  x16 {many['calls_per_s']:7.1f}/s"
-                f"  cpu {many['server_cpu_ms_per_call'] or 0:6.2f} ms/call  bytes {res['bytes'][k] or 0}")
+                f"  cpu {many['server_cpu_ms_per_call'] or 0:6.2f} ms/call  bytes {res['bytes'][k] or 0}"
+                f"  at 1 client {cpu_split(one['cpu_ms_per_call'])}")
         out[q.name] = res
     return out
 
@@ -443,12 +514,13 @@ def markdown(res: dict[str, Any]) -> str:
              "load generator shares them). Toolbox: " + (res["toolbox"] or "not run") + ".", ""]
     for name, r in res["questions"].items():
         lines += [f"## {name}", "", "| contender | p50 ms (1 client) | p99 ms | calls/s (16 clients) | server CPU ms/call "
-                  "| bytes |", "|---|---|---|---|---|---|"]
+                  "| bytes | CPU ms/call at 1 client: client / server / PostgreSQL (lake, audit, other) |", "|---|---|---|---|---|---|---|"]
         for k, one in r["one_client"].items():
             many = r["sixteen"][k]
+            split = cpu_split(one.get("cpu_ms_per_call"))
             lines.append(f"| {k} | {one['p50_ms']:.2f} | {one['p99_ms']:.2f} | {many['calls_per_s']:.0f} | "
                          f"{many['server_cpu_ms_per_call'] if many['server_cpu_ms_per_call'] is not None else '-'} | "
-                         f"{r['bytes'][k] if r['bytes'][k] is not None else '-'} |")
+                         f"{r['bytes'][k] if r['bytes'][k] is not None else '-'} | {split or '-'} |")
         lines.append("")
     return "\n".join(lines) + "\n"
 

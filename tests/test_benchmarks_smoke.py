@@ -67,3 +67,35 @@ def test_mcp_peers_reads_a_blocks_cpu_to_the_nanosecond_unless_a_thread_ended():
     spent = schedstat_seconds(os.getpid())
     sum(i * i for i in range(200_000))
     assert schedstat_seconds(os.getpid()) > spent
+
+
+@pytest.mark.skipif(not os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/schedstat"),
+                    reason="this kernel keeps no schedstat")
+def test_mcp_peers_reads_the_cpu_of_a_servers_child_processes_by_their_title():
+    """PostgreSQL's CPU at one client is its postmaster's children's, split by the database a backend's
+    title names: a child that works is counted under its title, this process's own work is not."""
+    import subprocess
+    import sys
+    import time
+
+    from benchmarks.mcp_peers import children_cpu_s
+
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\ntime.sleep(30)"
+    worker = subprocess.Popen([sys.executable, "-c", burn, "lake"])  # its title holds " lake "
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    titles = {"lake": " lake ", "audit": " audit "}
+    try:
+        deadline = time.monotonic() + 20
+        while children_cpu_s(os.getpid(), titles)["lake"] < 0.3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        spent = children_cpu_s(os.getpid(), titles)
+        assert 0.3 <= spent["lake"] < 2.0  # the worker's burn (and its start-up)
+        assert spent["audit"] == 0.0 and spent["other"] < 0.3  # the idle one's start-up only
+        sum(i * i for i in range(2_000_000))  # this process's own work is not its children's
+        after = children_cpu_s(os.getpid(), titles)
+        assert after["lake"] - spent["lake"] < 0.05 and after["other"] - spent["other"] < 0.05
+        assert children_cpu_s(worker.pid) == {"other": 0.0}  # it has no children
+    finally:
+        for child in (worker, idle):
+            child.kill()
+            child.wait()

@@ -83,10 +83,14 @@ def _hidden_only_and_absent(dsn: str) -> tuple[str, str]:
 
 
 def _without_ids(env: dict) -> str:
-    env = json.loads(json.dumps(env))
-    env["meta"].pop("exploration_id", None)
-    env["meta"].pop("elapsed_ms", None)
-    return json.dumps(env, sort_keys=True)
+    """The envelope without what differs between any two answers: its id, its time, and its evidence's age
+    (the clock's when each was rendered: two answers a second apart are a second apart in it)."""
+    def drop(value):
+        if isinstance(value, dict):
+            return {k: drop(v) for k, v in value.items() if k not in ("exploration_id", "elapsed_ms", "age_seconds")}
+        return [drop(v) for v in value] if isinstance(value, list) else value
+
+    return json.dumps(drop(json.loads(json.dumps(env))), sort_keys=True)
 
 
 async def test_a_value_only_in_hidden_rows_and_an_absent_value_answer_alike(pg_dsn, demo):

@@ -8,12 +8,21 @@ A connection handed out within IDLE_CHECK_S of its last hand-out is handed out u
 is checked first. The pool has no `reset` hook: with one, psycopg_pool returns every connection through
 a task of its worker (a wake-up of another task per request, and the connection back only once it ran);
 without, it is back in the pool as `putconn` returns.
+
+The connection handed out is the one returned last (`MostRecentFirst`): psycopg_pool hands out the one
+idle longest, so calls one after another went round every connection of the pool, each time to a
+backend whose caches the others' turns had gone cold (a filtered scan, one caller, a pool of 8: 1.18 ms
+a call and 0.79 ms of PostgreSQL's CPU, against 0.87 and 0.55 on the same backend each time). Under
+load every connection works anyway; when it is quiet, those at the bottom stay idle, are checked when
+next handed out, and go when the pool shrinks (`max_idle`).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import weakref
+from collections import deque
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
@@ -22,6 +31,8 @@ from .rows import load_as_text
 from .settings import Settings
 
 IDLE_CHECK_S = 1.0  # a connection idle longer than this is checked before use
+
+log = logging.getLogger("ontoos_explore.engine")
 
 CONNECT_OPTIONS = " ".join(
     f"-c {k}={v}"
@@ -62,8 +73,28 @@ async def open_pool(dsn: str, settings: Settings) -> AsyncConnectionPool:
         name="ontoos-explore",
         open=False,
     )
+    most_recent_first(pool)
     await pool.open(wait=False)
     return pool
+
+
+class MostRecentFirst(deque):
+    """A pool's idle connections as psycopg_pool keeps them (a deque it takes from with `popleft` and
+    returns to with `append`), each returned to the front: the next one handed out is the one back last."""
+
+    def append(self, conn) -> None:
+        self.appendleft(conn)
+
+
+def most_recent_first(pool: AsyncConnectionPool) -> bool:
+    """Make `pool` (not open yet) hand out its most recently returned connection first; False, and the
+    pool as it is (the oldest first: slower, as correct), when this psycopg_pool keeps them otherwise."""
+    idle = getattr(pool, "_pool", None)
+    if type(idle) is not deque or idle:
+        log.warning("this psycopg_pool keeps its idle connections otherwise: they are handed out oldest first")
+        return False
+    pool._pool = MostRecentFirst()
+    return True
 
 
 async def _configure(conn) -> None:
