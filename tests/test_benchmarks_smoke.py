@@ -99,3 +99,16 @@ def test_mcp_peers_reads_the_cpu_of_a_servers_child_processes_by_their_title():
         for child in (worker, idle):
             child.kill()
             child.wait()
+
+
+async def test_the_pool_order_benchmark_runs_both_orders_on_the_database(pg_dsn, demo):
+    from types import SimpleNamespace
+
+    from benchmarks import pool_order_bench
+
+    lake = SimpleNamespace(dsn=pg_dsn, cpu_s=lambda: {})  # the test database; its CPU is not read here
+    res = await pool_order_bench.bench(lake, demo, calls=3, blocks=2)
+    assert set(res) == {"scan", "in_list_150"}
+    for by_order in res.values():
+        assert set(by_order) == set(pool_order_bench.ORDERS)
+        assert all(r["wall_ms"] > 0 and len(r["blocks"]) == 2 for r in by_order.values())
