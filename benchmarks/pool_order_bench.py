@@ -6,8 +6,10 @@ Two pools of eight connections on one PostgreSQL of their own (the demo lake on 
 `mcp_peers.py`): the engine's (`engine.pool.open_pool`, which hands out the connection returned last)
 and the same with psycopg_pool's own order (the one idle longest first: a plain deque again). Every
 connection of both is used once, then one caller runs `Executor.run` of the same exploration
-`--calls` times a block, the pools' blocks alternating A B B A; each figure the median over the
-blocks: the wall time a call, and PostgreSQL's CPU a call (its processes', to the nanosecond). Writes
+`--calls` times a block, then 16 callers at once share as many calls (the order cannot matter when
+every connection is busy: this says it costs nothing there), the pools' blocks alternating A B B A;
+each figure the median over the blocks: the wall time a call (a block's wall over its calls), and
+PostgreSQL's CPU a call (its processes', to the nanosecond). Writes
 results/pool_order.json and .md. Nothing asserts a timing.
 """
 
@@ -36,6 +38,7 @@ from .common import CONTRACT_PATH, heading, log, stamped, write_results  # noqa:
 from .mcp_peers import QUESTIONS, Lake  # noqa: E402
 
 POOL = 8
+CALLERS = 16  # more than the pool holds: every connection busy, callers waiting for one
 ORDERS = ("returned_last", "idle_longest")
 
 
@@ -57,34 +60,50 @@ async def bench(lake: Lake, contract, calls: int, blocks: int) -> dict:
                 await asyncio.gather(*(ex.run(q) for _ in range(POOL)))
                 for _ in range(20):
                     await ex.run(q)
-            got: dict[str, tuple[list[float], list[float]]] = {o: ([], []) for o in ORDERS}
-            for b in range(blocks):
-                for order in (ORDERS if b % 2 == 0 else ORDERS[::-1]):
-                    ex = executors[order]
-                    cpu0, t0 = sum(lake.cpu_s().values()), time.perf_counter()
-                    for _ in range(calls):
-                        await ex.run(q)
-                    wall, cpu = time.perf_counter() - t0, sum(lake.cpu_s().values()) - cpu0
-                    got[order][0].append(wall / calls * 1000)
-                    got[order][1].append(cpu / calls * 1000)
-            out[name] = {o: {"wall_ms": round(statistics.median(w), 3), "postgres_cpu_ms": round(statistics.median(c), 3),
-                             "blocks": [[round(x, 3), round(y, 3)] for x, y in zip(w, c)]} for o, (w, c) in got.items()}
-            for o in ORDERS:
-                log(f"  {name:12s} {o:13s} {out[name][o]['wall_ms']:.3f} ms a call, PostgreSQL "
-                    f"{out[name][o]['postgres_cpu_ms']:.3f} ms of CPU")
+            out[name] = {}
+            for callers in (1, CALLERS):
+                got: dict[str, tuple[list[float], list[float]]] = {o: ([], []) for o in ORDERS}
+                for b in range(blocks):
+                    for order in (ORDERS if b % 2 == 0 else ORDERS[::-1]):
+                        wall, cpu = await _block(executors[order], q, lake, callers, calls)
+                        got[order][0].append(wall)
+                        got[order][1].append(cpu)
+                key = "one_caller" if callers == 1 else f"{callers}_callers"
+                out[name][key] = {o: {"wall_ms": round(statistics.median(w), 3),
+                                      "postgres_cpu_ms": round(statistics.median(c), 3),
+                                      "blocks": [[round(x, 3), round(y, 3)] for x, y in zip(w, c)]}
+                                  for o, (w, c) in got.items()}
+                for o in ORDERS:
+                    r = out[name][key][o]
+                    log(f"  {name:12s} {callers:2d} caller(s) {o:13s} {r['wall_ms']:.3f} ms a call (wall / calls), "
+                        f"PostgreSQL {r['postgres_cpu_ms']:.3f} ms of CPU")
     finally:
         for ex in executors.values():
             await ex.pool.close()
     return out
 
 
+async def _block(ex: Executor, q, lake: Lake, callers: int, calls: int) -> tuple[float, float]:
+    """`calls` explorations by `callers` at once: (wall ms a call, PostgreSQL's CPU ms a call)."""
+    async def caller(n: int) -> None:
+        for _ in range(n):
+            await ex.run(q)
+
+    cpu0, t0 = sum(lake.cpu_s().values()), time.perf_counter()
+    await asyncio.gather(*(caller(calls // callers) for _ in range(callers)))
+    n = calls // callers * callers
+    return (time.perf_counter() - t0) / n * 1000, (sum(lake.cpu_s().values()) - cpu0) / n * 1000
+
+
 def markdown(result: dict) -> str:
     lines = [*heading("Which pooled connection one caller gets", result,
                       f"scale {result['scale']:g}, a pool of {POOL}, {result['blocks']} blocks of {result['calls']} calls per order"),
-             "| question | order | wall ms a call | PostgreSQL CPU ms a call |", "|---|---|---|---|"]
-    for name, by_order in result["questions"].items():
-        for order, r in by_order.items():
-            lines.append(f"| {name} | {order} | {r['wall_ms']:.3f} | {r['postgres_cpu_ms']:.3f} |")
+             "| question | callers | order | wall ms a call (the block's wall / its calls) | PostgreSQL CPU ms a call |",
+             "|---|---|---|---|---|"]
+    for name, by_callers in result["questions"].items():
+        for callers, by_order in by_callers.items():
+            for order, r in by_order.items():
+                lines.append(f"| {name} | {callers.replace('_', ' ')} | {order} | {r['wall_ms']:.3f} | {r['postgres_cpu_ms']:.3f} |")
     return "\n".join(lines) + "\n"
 
 

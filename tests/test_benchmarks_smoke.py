@@ -107,8 +107,10 @@ async def test_the_pool_order_benchmark_runs_both_orders_on_the_database(pg_dsn,
     from benchmarks import pool_order_bench
 
     lake = SimpleNamespace(dsn=pg_dsn, cpu_s=lambda: {})  # the test database; its CPU is not read here
-    res = await pool_order_bench.bench(lake, demo, calls=3, blocks=2)
+    res = await pool_order_bench.bench(lake, demo, calls=16, blocks=2)
     assert set(res) == {"scan", "in_list_150"}
-    for by_order in res.values():
-        assert set(by_order) == set(pool_order_bench.ORDERS)
-        assert all(r["wall_ms"] > 0 and len(r["blocks"]) == 2 for r in by_order.values())
+    for by_callers in res.values():
+        assert set(by_callers) == {"one_caller", "16_callers"}
+        for by_order in by_callers.values():
+            assert set(by_order) == set(pool_order_bench.ORDERS)
+            assert all(r["wall_ms"] > 0 and len(r["blocks"]) == 2 for r in by_order.values())

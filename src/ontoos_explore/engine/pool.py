@@ -11,9 +11,9 @@ without, it is back in the pool as `putconn` returns.
 
 The connection handed out is the one returned last (`MostRecentFirst`): psycopg_pool hands out the one
 idle longest, so calls one after another went round every connection of the pool, each time to a
-backend whose caches the others' turns had gone cold (a filtered scan, one caller, a pool of 8: 1.44 ms
-a call and 0.97 ms of PostgreSQL's CPU, against 1.08 and 0.68 handed the one returned last;
-`benchmarks/pool_order_bench.py`). Under
+backend whose caches the others' turns had gone cold (a filtered scan, one caller, a pool of 8, three
+runs of `benchmarks/pool_order_bench.py`: 1.07-1.44 ms a call and 0.74-0.97 ms of PostgreSQL's CPU,
+against 0.89-1.08 and 0.56-0.70 handed the one returned last; 16 callers alike either way). Under
 load every connection works anyway; when it is quiet, those at the bottom stay idle, are checked when
 next handed out, and go when the pool shrinks (`max_idle`).
 """
