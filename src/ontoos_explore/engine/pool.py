@@ -81,7 +81,9 @@ async def open_pool(dsn: str, settings: Settings) -> AsyncConnectionPool:
 
 class MostRecentFirst(deque):
     """A pool's idle connections as psycopg_pool keeps them (a deque it takes from with `popleft` and
-    returns to with `append`), each returned to the front: the next one handed out is the one back last."""
+    returns to with `append`), each returned to the front: the next one handed out is the one back last.
+    (Its shrinking takes from the front too, so a pool idle for `max_idle` closes the one back last and
+    keeps the others, each checked when next handed out: once per `max_idle` at most.)"""
 
     def append(self, conn) -> None:
         self.appendleft(conn)
