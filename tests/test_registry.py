@@ -113,3 +113,21 @@ def test_each_entry_breaking_the_contract_is_skipped_naming_why(tmp_path, demo):
     assert [ident for ident, _ in reg.problems] == [i for i, _, _ in ATTACKS]
     for (ident, problem), (_, _, says) in zip(reg.problems, ATTACKS):
         assert says in problem, (ident, problem)
+
+
+def test_an_entrys_plan_is_worked_out_once_for_each_role_and_each_gets_its_own(tmp_path, demo):
+    """Calls of a named query reuse the plan its role runs it with (a registry never changes); another
+    role's calls get that role's budgets, never the first caller's."""
+    reg = load(tmp_path, demo, read_sets=["published"], columns=["name"], max_rows=1000,
+               sql="SELECT w.name AS name FROM lake.k8s_workloads AS w INNER JOIN lake.gitlab_projects AS p "
+                   "ON p.project_id = w.project_id WHERE w.kind = $1 AND w.is_deleted = $2 AND p.is_deleted = $2 "
+                   "LIMIT 1001",
+               parameters=[{"name": "kind", "type": "text"}], bind=["kind", {"value": False, "type": "boolean"}])
+    assert reg.problems == []
+    viewer = reg.compiled("viewer", "q", {"kind": "Deployment"})
+    again = reg.compiled("viewer", "q", {"kind": "CronJob"})
+    assert again.plan is viewer.plan and again.params == ("CronJob", False) and viewer.params == ("Deployment", False)
+    admin = reg.compiled("admin", "q", {"kind": "Deployment"})
+    assert (viewer.plan.role, viewer.plan.max_rows, viewer.plan.timeout_ms) == ("viewer", 100, 2000)
+    assert (admin.plan.role, admin.plan.max_rows, admin.plan.timeout_ms) == ("admin", 1000, 15000)
+    assert admin.limit == 1000 and viewer.limit == 100
