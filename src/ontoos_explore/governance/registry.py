@@ -190,8 +190,8 @@ def object_schema(members: list[tuple[list[str], Parameter]]) -> dict[str, Any]:
 class Registry:
     """The verified entries of one reading of the registry file, against one contract. Nothing of it changes
     (a changed file is a new Registry), so what a call works out from an entry and a role alone, which
-    entries the role may run and the plan it runs one with, is worked out once: a named query's call
-    cost 90 us in a loop, four of them these, where an exploration asked again costs 4."""
+    entries the role may run and the plan it runs one with, is worked out once per role (a named query's
+    call: 90 -> 27 us in a loop; an exploration asked again costs 4). The parameters are bound per call."""
 
     def __init__(self, contract: Contract, entries: dict[str, NamedQuery], problems: list[tuple[str, str]]):
         self.contract = contract
